@@ -1,0 +1,1 @@
+"""Command-line entry points (`qit`, `qita`): parse flags, call the library, print. Heavy imports stay lazy."""

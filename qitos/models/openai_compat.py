@@ -1,0 +1,161 @@
+"""Any OpenAI-compatible chat endpoint, through the `openai` SDK with a configurable base URL.
+
+The API key is read from an environment variable at call time and never stored on the model
+object's public fields or written anywhere. Retries (429, 5xx, timeouts, connection errors)
+use exponential backoff with jitter, honour Retry-After, and each failed attempt is reported
+to the trace as a `model_retry` event.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from typing import Any
+from urllib.parse import urlparse
+
+from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+from .base import EventSink, ModelConfigError, ModelError, ModelResponse, ToolCall, Usage
+from .pricing import cost_of
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_LOOPBACK = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
+
+
+def _status(exc: BaseException) -> int | None:
+    return getattr(exc, "status_code", None)
+
+
+def _retryable(exc: BaseException) -> bool:
+    import openai
+
+    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
+        return True
+    status = _status(exc)
+    return status is not None and (status == 429 or status >= 500 or status == 408)
+
+
+def _retry_after(exc: BaseException | None) -> float | None:
+    response = getattr(exc, "response", None)
+    if response is None:
+        return None
+    value = response.headers.get("retry-after")
+    if value is None:
+        ms = response.headers.get("retry-after-ms")
+        return float(ms) / 1000 if ms else None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+class OpenAICompatModel:
+    family = "openai_compat"
+    provider = "openai_compat"
+
+    def __init__(self, name: str, *, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
+                 temperature: float | None = 0.0, max_tokens: int | None = None, seed: int | None = None,
+                 max_retries: int = 5, backoff_seconds: float = 1.0, max_backoff_seconds: float = 60.0,
+                 request_timeout: float = 120.0, price_table: str | None = None) -> None:
+        self.name = name
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        parsed = urlparse(self.base_url)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ModelConfigError(f"--base-url '{self.base_url}' is not an http(s) URL, e.g. http://127.0.0.1:8000/v1")
+        self.base_url_host = parsed.hostname
+        self._port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        self.api_key_env = api_key_env
+        if not os.environ.get(api_key_env) and parsed.hostname not in _LOOPBACK:
+            raise ModelConfigError(
+                f"environment variable {api_key_env} is not set; export your API key there "
+                f"(or name another variable with --api-key-env) to use model '{name}' at {self.base_url}")
+        self.params: dict[str, Any] = {k: v for k, v in
+                                       (("temperature", temperature), ("max_tokens", max_tokens), ("seed", seed)) if v is not None}
+        self.max_retries, self.backoff, self.max_backoff = max_retries, backoff_seconds, max_backoff_seconds
+        self.request_timeout = request_timeout
+        self.price_table = price_table
+        self._client = None
+
+    def preflight(self, timeout: float = 3.0) -> None:
+        """Fail fast with a clear message when nothing listens at the base URL."""
+        try:
+            socket.create_connection((self.base_url_host, self._port), timeout=timeout).close()
+        except OSError as exc:
+            raise ModelConfigError(
+                f"cannot reach {self.base_url} ({exc.strerror or exc}); start the server or fix --base-url") from None
+
+    def _get_client(self):
+        if self._client is None:
+            import openai
+
+            self._client = openai.OpenAI(base_url=self.base_url, api_key=os.environ.get(self.api_key_env) or "EMPTY",
+                                         max_retries=0, timeout=self.request_timeout)
+        return self._client
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *,
+                 on_event: EventSink | None = None, **params: Any) -> ModelResponse:
+        request = {"model": self.name, "messages": messages, **self.params, **params}
+        if tools:
+            request["tools"] = tools
+        backoff = wait_random_exponential(multiplier=self.backoff, max=self.max_backoff)
+
+        def wait(state) -> float:
+            exc = state.outcome.exception() if state.outcome else None
+            delay = _retry_after(exc)
+            return min(delay, self.max_backoff) if delay is not None else backoff(state)
+
+        def before_sleep(state) -> None:
+            exc = state.outcome.exception()
+            if on_event:
+                on_event("model_retry", {"attempt": state.attempt_number, "status_code": _status(exc),
+                                         "error": f"{type(exc).__name__}: {str(exc)[:300]}",
+                                         "wait_seconds": round(state.next_action.sleep, 3)})
+
+        retrying = Retrying(stop=stop_after_attempt(self.max_retries + 1), wait=wait,
+                            retry=retry_if_exception(_retryable), before_sleep=before_sleep, reraise=False)
+        try:
+            for attempt in retrying:
+                with attempt:
+                    started = time.perf_counter()
+                    raw = self._get_client().chat.completions.create(**request)
+                    latency = time.perf_counter() - started
+                    return self._to_response(raw, latency, attempt.retry_state.attempt_number)
+        except RetryError as exc:
+            last = exc.last_attempt.exception()
+            raise ModelError(f"model '{self.name}' at {self.base_url} failed after {self.max_retries + 1} attempts: "
+                             f"{type(last).__name__}: {str(last)[:300]}") from None
+        except Exception as exc:
+            if _status(exc) in (401, 403):
+                raise ModelError(f"model '{self.name}' at {self.base_url} refused the API key from "
+                                 f"{self.api_key_env} ({_status(exc)}); check the key") from None
+            if _status(exc) == 404:
+                raise ModelError(f"model '{self.name}' not found at {self.base_url} (404); check --model-name") from None
+            raise ModelError(f"model '{self.name}' at {self.base_url}: {type(exc).__name__}: {str(exc)[:300]}") from None
+        raise ModelError("unreachable")  # pragma: no cover
+
+    def _to_response(self, raw: Any, latency: float, attempt: int) -> ModelResponse:
+        choice = raw.choices[0]
+        message = choice.message
+        calls: list[ToolCall] = []
+        for call in message.tool_calls or []:
+            try:
+                args = json.loads(call.function.arguments or "{}")
+                if not isinstance(args, dict):
+                    args = {"__raw__": call.function.arguments}
+            except json.JSONDecodeError:
+                args = {"__raw__": call.function.arguments}
+            calls.append(ToolCall(id=call.id, name=call.function.name, arguments=args))
+        u = raw.usage
+        details = getattr(u, "prompt_tokens_details", None) if u else None
+        usage = Usage(
+            prompt_tokens=getattr(u, "prompt_tokens", 0) or 0, completion_tokens=getattr(u, "completion_tokens", 0) or 0,
+            total_tokens=getattr(u, "total_tokens", 0) or 0, cached_tokens=getattr(details, "cached_tokens", 0) or 0,
+        )
+        model_id = raw.model or self.name
+        return ModelResponse(
+            text=message.content, tool_calls=calls, usage=usage, cost=cost_of(model_id, usage, self.price_table),
+            latency_seconds=round(latency, 6), model=model_id, finish_reason=choice.finish_reason, attempt=attempt,
+            raw=raw.model_dump() if hasattr(raw, "model_dump") else None,
+        )

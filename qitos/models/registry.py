@@ -1,0 +1,42 @@
+"""Resolve the `--model-name` flag to a model adapter.
+
+`local` or `local:<gguf path>` → embedded llama.cpp; `scripted:<jsonl>` → scripted responses;
+`replay:<run dir>` → recorded responses of a trace; anything else → an OpenAI-compatible model
+at `--base-url`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Model, ModelConfigError
+
+
+def resolve_model(name: str, *, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
+                  temperature: float | None = None, max_tokens: int | None = None, seed: int | None = 0,
+                  **extra: Any) -> Model:
+    if not name or not name.strip():
+        raise ModelConfigError("--model-name is empty; use `local`, `scripted:<file>`, `replay:<run dir>` or a model id")
+    if name == "local" or name.startswith("local:"):
+        from .local import LocalModel
+
+        path = name.split(":", 1)[1] if ":" in name else None
+        kwargs: dict[str, Any] = {"seed": seed or 0}
+        if temperature is not None:
+            kwargs["temperature"] = temperature
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
+        return LocalModel(path, **kwargs)
+    if name.startswith("scripted:"):
+        from .scripted import ScriptedModel
+
+        return ScriptedModel.from_jsonl(name.split(":", 1)[1])
+    if name.startswith("replay:"):
+        from .replay import ReplayModel
+
+        return ReplayModel(name.split(":", 1)[1])
+    from .openai_compat import OpenAICompatModel
+
+    return OpenAICompatModel(name, base_url=base_url, api_key_env=api_key_env,
+                             temperature=0.0 if temperature is None else temperature, max_tokens=max_tokens,
+                             seed=seed, **extra)

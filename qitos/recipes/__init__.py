@@ -1,0 +1,1 @@
+"""Baseline agents usable from `qit bench` and from Python."""

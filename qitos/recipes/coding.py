@@ -1,0 +1,90 @@
+"""A small coding agent: read, write and run commands inside one workspace directory.
+
+Used by `qit demo minimal`. Every path is resolved inside the workspace (no `..` escapes,
+no absolute paths elsewhere) and commands run with the workspace as cwd and a timeout.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from qitos.core.agent import AgentModule
+from qitos.core.parsers import Parser, ReactTextParser
+from qitos.core.task import Task
+from qitos.core.tools import Tool, tool
+
+SYSTEM_PROMPT = (
+    "You are a coding agent working in a small Python project. Read the files, find the bug, fix it with "
+    "write_file, and run the verify command with run_command. When the verify command passes, give a short "
+    "Final Answer describing the fix."
+)
+
+
+class WorkspaceError(ValueError):
+    """A path that would leave the workspace."""
+
+
+def coding_tools(workspace: Path, command_timeout: float = 30.0) -> list[Tool]:
+    root = workspace.resolve()
+
+    def inside(path: str) -> Path:
+        target = (root / path).resolve()
+        if target != root and root not in target.parents:
+            raise WorkspaceError(f"path '{path}' is outside the workspace; use a path relative to it")
+        return target
+
+    @tool(read_only=True)
+    def read_file(path: str) -> str:
+        """Read a text file of the workspace.
+
+        Args:
+            path: file path relative to the workspace, e.g. "stats.py"
+        """
+        return inside(path).read_text(encoding="utf-8")
+
+    @tool
+    def write_file(path: str, content: str) -> str:
+        """Replace the whole content of a workspace file (creates it if needed).
+
+        Args:
+            path: file path relative to the workspace
+            content: the complete new file content
+        """
+        target = inside(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content, encoding="utf-8")
+        return f"wrote {len(content)} characters to {path}"
+
+    @tool
+    def run_command(command: str) -> str:
+        """Run a shell command in the workspace and return its exit code and output.
+
+        Args:
+            command: the shell command, e.g. "python check_stats.py"
+        """
+        try:
+            done = subprocess.run(command, shell=True, cwd=root, capture_output=True, text=True, timeout=command_timeout)
+        except subprocess.TimeoutExpired:
+            return f"timed out after {command_timeout:g} s"
+        output = (done.stdout + done.stderr)[-4000:]
+        return f"exit code {done.returncode}\n{output}"
+
+    @tool(read_only=True)
+    def list_files() -> str:
+        """List the files of the workspace."""
+        return "\n".join(sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts))
+
+    return [list_files, read_file, write_file, run_command]
+
+
+class CodingAgent(AgentModule):
+    name = "coding"
+    toolset_name = "coding_workspace_v1"
+
+    def __init__(self, workspace: Path, parser: Parser | None = None) -> None:
+        super().__init__(coding_tools(workspace), parser or ReactTextParser(), SYSTEM_PROMPT)
+
+    def task_prompt(self, task: Task) -> str:
+        verify = task.inputs.get("verify_command")
+        return f"{task.objective}\nVerify command: {verify}" if verify else task.objective

@@ -1,0 +1,63 @@
+"""RunSpec and ExperimentSpec: the identity of a run and of a benchmark experiment.
+
+Two runs with the same RunSpec fingerprint were configured identically; results rows carry
+the fingerprint (`run_spec_ref`) so rows, traces and resume checks join on it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from qitos.trace.schema import SCHEMA_VERSION
+
+
+class RunSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+    model_name: str | None = None
+    model_family: str | None = None
+    model_provider: str | None = None
+    base_url_host: str | None = None
+    generation: dict[str, Any] = Field(default_factory=dict)
+    prompt_protocol: str | None = None
+    parser_name: str | None = None
+    toolset_name: str | None = None
+    tool_manifest: list[dict[str, Any]] | None = None
+    environment: dict[str, Any] = Field(default_factory=dict)
+    seed: int | None = None
+    stop_criteria: dict[str, Any] = Field(default_factory=dict)
+    budget: dict[str, Any] = Field(default_factory=dict)
+    git_sha: str | None = None
+    git_dirty: bool | None = None
+    package_version: str | None = None
+    trace_schema_version: str = SCHEMA_VERSION
+    benchmark_name: str | None = None
+    benchmark_split: str | None = None
+    benchmark_subset: str | None = None
+    dataset_digest: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def fingerprint(self) -> str:
+        """16 hex of sha256 over the canonical JSON of every field."""
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+class ExperimentSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    benchmark_name: str
+    benchmark_split: str | None = None
+    benchmark_metadata: dict[str, Any] = Field(default_factory=dict)
+    judge_config: dict[str, Any] | None = None
+    run_defaults: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @staticmethod
+    def default_name(benchmark: str, split: str | None, subset: str | None) -> str:
+        return ":".join(p for p in (benchmark, split, subset) if p)

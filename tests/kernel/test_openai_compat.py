@@ -1,0 +1,125 @@
+"""The OpenAI-compatible adapter against a real HTTP server on loopback."""
+
+import json
+
+import pytest
+
+from qitos.core import AgentModule, Engine, NativeToolsParser, StopReason, Task, tool
+from qitos.models.base import ModelConfigError, ModelError
+from qitos.models.openai_compat import OpenAICompatModel
+from qitos.trace import load_run
+from tests.support.openai_server import Fail, OpenAIServer, Reply
+
+CANARY = "sk-canary-0123456789abcdef"
+
+
+@pytest.fixture
+def server():
+    with OpenAIServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def key(monkeypatch):
+    monkeypatch.setenv("QITOS_TEST_KEY", CANARY)
+    return "QITOS_TEST_KEY"
+
+
+def model(server, key, **kw):
+    return OpenAICompatModel("test-priced-model", base_url=server.base_url, api_key_env=key,
+                             backoff_seconds=0.01, max_backoff_seconds=0.05, **kw)
+
+
+@tool(read_only=True)
+def lookup(item: str) -> str:
+    """Look an item up.
+
+    Args:
+        item: the item name
+    """
+    return f"{item} costs 3"
+
+
+def test_completion_usage_cost_and_key_header(server, key):
+    server.queue.append(Reply(text="hello", prompt_tokens=1000, completion_tokens=500, cached_tokens=400))
+    resp = model(server, key).complete([{"role": "user", "content": "hi"}])
+    assert resp.text == "hello" and resp.usage.total_tokens == 1500 and resp.usage.cached_tokens == 400
+    # test-priced-model: input 1.0, cached 0.5, output 2.0 per 1M
+    assert resp.cost == pytest.approx((600 * 1.0 + 400 * 0.5 + 500 * 2.0) / 1e6)
+    assert server.requests[0]["headers"]["authorization"] == f"Bearer {CANARY}"
+    assert server.requests[0]["body"]["temperature"] == 0.0
+
+
+def test_tool_calls_and_native_loop_with_retries_traced(server, key, tmp_path):
+    server.queue.extend([
+        Fail(429, {"Retry-After": "0"}),
+        Fail(500),
+        Reply(tool_calls=[{"name": "lookup", "arguments": {"item": "pen"}}]),
+        Fail(503),
+        Reply(text="The pen costs 3."),
+    ])
+    agent = AgentModule(tools=[lookup], parser=NativeToolsParser())
+    result = Engine(agent, model(server, key), trace_logdir=tmp_path).run(Task(id="shop", objective="price of a pen?"))
+    assert result.stop_reason is StopReason.FINAL and result.final_answer == "The pen costs 3."
+    assert len(server.requests) == 5
+    assert server.requests[2]["body"]["tools"][0]["function"]["name"] == "lookup"
+    tool_msg = server.requests[4]["body"]["messages"][-1]
+    assert tool_msg["role"] == "tool" and tool_msg["content"] == "pen costs 3"
+    trace = load_run(result.run_dir)
+    retries = [e for e in trace.events if e.kind == "model_retry"]
+    assert [e.payload["status_code"] for e in retries] == [429, 500, 503]
+    assert retries[0].payload["wait_seconds"] == 0
+    assert [s.model_response["attempt"] for s in trace.steps] == [3, 2]
+    assert trace.manifest.token_usage.total_tokens == 30
+    assert trace.manifest.official_checks  # present
+    # the canary key never reaches any trace file
+    for name in ("manifest.json", "events.jsonl", "steps.jsonl"):
+        assert CANARY not in (trace.run_dir / name).read_text()
+
+
+def test_retry_after_is_honoured(server, key):
+    import time
+
+    server.queue.extend([Fail(429, {"Retry-After": "1"}), Reply(text="ok")])
+    started = time.monotonic()
+    events = []
+    resp = OpenAICompatModel("m", base_url=server.base_url, api_key_env=key, backoff_seconds=0.01,
+                             max_backoff_seconds=5).complete([{"role": "user", "content": "x"}],
+                                                             on_event=lambda k, p: events.append((k, p)))
+    assert resp.text == "ok" and time.monotonic() - started >= 0.95
+    assert events[0][1]["wait_seconds"] == 1.0
+
+
+def test_retries_exhausted_is_model_error(server, key, tmp_path):
+    server.default = lambda body: Fail(500)
+    m = model(server, key, max_retries=2)
+    result = Engine(AgentModule(), m, trace_logdir=tmp_path).run(Task(id="t", objective="x"))
+    assert result.stop_reason is StopReason.MODEL_ERROR and "after 3 attempts" in result.error
+    assert len(server.requests) == 3
+
+
+def test_client_errors_are_not_retried(server, key):
+    server.queue.append(Fail(401))
+    with pytest.raises(ModelError, match="refused the API key"):
+        model(server, key).complete([{"role": "user", "content": "x"}])
+    assert len(server.requests) == 1
+
+
+def test_malformed_tool_arguments_reach_the_parser(server, key):
+    server.queue.append(Reply(tool_calls=[{"name": "lookup", "arguments": "{not json"}]))
+    resp = model(server, key).complete([{"role": "user", "content": "x"}])
+    parsed = NativeToolsParser().parse(resp)
+    assert not parsed.ok and "not valid JSON" in parsed.diagnostics[0]
+
+
+def test_config_errors(monkeypatch):
+    monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
+    with pytest.raises(ModelConfigError, match="NO_SUCH_KEY_VAR is not set"):
+        OpenAICompatModel("gpt-4o", base_url="https://api.example.com/v1", api_key_env="NO_SUCH_KEY_VAR")
+    with pytest.raises(ModelConfigError, match="not an http"):
+        OpenAICompatModel("gpt-4o", base_url="ftp://x")
+    from tests.support.openai_server import free_port
+
+    m = OpenAICompatModel("m", base_url=f"http://127.0.0.1:{free_port()}/v1")
+    with pytest.raises(ModelConfigError, match="cannot reach"):
+        m.preflight(timeout=1)

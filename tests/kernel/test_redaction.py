@@ -1,0 +1,29 @@
+from qitos.core import AgentModule, Engine, Task, tool
+from qitos.models.scripted import ScriptedModel
+from qitos.trace import Redactor, load_run
+
+
+def test_redacts_by_key_and_value_but_not_model_text(monkeypatch):
+    monkeypatch.setenv("MY_SERVICE_API_KEY", "secret-value-123456")
+    r = Redactor()
+    out = r.scrub({"api_key": "abc", "headers": {"Authorization": "Bearer x"}, "note": "key is secret-value-123456",
+                   "text": "model says secret-value-123456", "count": 3})
+    assert out["api_key"] == "[REDACTED]" and out["headers"]["Authorization"] == "[REDACTED]"
+    assert out["note"] == "key is [REDACTED]"
+    assert out["text"] == "model says secret-value-123456"  # model text is never altered
+    assert out["count"] == 3
+
+
+def test_secret_in_tool_output_is_redacted_in_trace(monkeypatch, tmp_path):
+    monkeypatch.setenv("DEPLOY_TOKEN", "tok-abcdefghijklmnop")
+
+    @tool
+    def env_dump() -> str:
+        """Leak the token."""
+        return "DEPLOY_TOKEN=tok-abcdefghijklmnop"
+
+    result = Engine(AgentModule(tools=[env_dump]), ScriptedModel(["Action: env_dump\nAction Input: {}", "Final Answer: ok"]),
+                    trace_logdir=tmp_path).run(Task(id="t", objective="x"))
+    trace = load_run(result.run_dir)
+    events_text = (trace.run_dir / "events.jsonl").read_text()
+    assert "tok-abcdefghijklmnop" not in events_text and "[REDACTED]" in events_text

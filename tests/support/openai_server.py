@@ -1,0 +1,103 @@
+"""A real OpenAI-compatible chat server on loopback for tests and benchmarks.
+
+Responses come from a queue of scripted behaviours: a reply (text and/or tool calls), or an
+HTTP error (status, headers). With an empty queue the server answers with `default` (a
+callable of the request body). Every request (body and headers) is recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+
+@dataclass
+class Reply:
+    text: str | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # [{name, arguments(str|dict)}]
+    prompt_tokens: int = 10
+    completion_tokens: int = 5
+    cached_tokens: int = 0
+    model: str | None = None
+
+
+@dataclass
+class Fail:
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    message: str = "scripted failure"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def completion_body(reply: Reply, model: str) -> dict[str, Any]:
+    import json
+
+    calls = [
+        {"id": f"call_{uuid.uuid4().hex[:8]}", "type": "function",
+         "function": {"name": c["name"], "arguments": c["arguments"] if isinstance(c["arguments"], str) else json.dumps(c["arguments"])}}
+        for c in reply.tool_calls
+    ]
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
+        "model": reply.model or model,
+        "choices": [{"index": 0, "finish_reason": "tool_calls" if calls else "stop",
+                     "message": {"role": "assistant", "content": reply.text, "tool_calls": calls or None}}],
+        "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
+                  "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+                  "prompt_tokens_details": {"cached_tokens": reply.cached_tokens}},
+    }
+
+
+class OpenAIServer:
+    def __init__(self, default: Callable[[dict[str, Any]], Reply] | None = None, latency_seconds: float = 0.0) -> None:
+        self.queue: deque[Reply | Fail] = deque()
+        self.default = default or (lambda body: Reply(text="Final Answer: ok"))
+        self.latency_seconds = latency_seconds
+        self.requests: list[dict[str, Any]] = []
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        app = Starlette(routes=[Route("/v1/chat/completions", self._chat, methods=["POST"])])
+        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error",
+                                                     access_log=False, lifespan="off"))
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+
+    async def _chat(self, request: Request):
+        body = await request.json()
+        self.requests.append({"body": body, "headers": dict(request.headers)})
+        if self.latency_seconds:
+            await asyncio.sleep(self.latency_seconds)
+        item = self.queue.popleft() if self.queue else self.default(body)
+        if isinstance(item, Fail):
+            return JSONResponse({"error": {"message": item.message, "type": "scripted"}}, status_code=item.status,
+                                headers=item.headers)
+        return JSONResponse(completion_body(item, body.get("model", "unknown")))
+
+    def __enter__(self) -> "OpenAIServer":
+        self._thread.start()
+        deadline = time.time() + 10
+        while not self._server.started:
+            if time.time() > deadline:
+                raise RuntimeError("test OpenAI server did not start")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=5)
