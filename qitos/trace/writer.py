@@ -45,7 +45,7 @@ def ensure_writable_dir(path: Path) -> Path:
     """Create `path` and prove it is writable, or raise TraceDirError naming the fix."""
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = path / f".qitos-write-probe-{os.getpid()}"
+        probe = path / f".qitos-write-probe-{os.getpid()}-{secrets.token_hex(4)}"
         probe.write_text("ok")
         probe.unlink()
     except OSError as exc:

@@ -1,0 +1,62 @@
+"""RunConfig: every `qit bench run` setting in one typed record (also what Ray workers receive)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from .base import LoadOptions
+
+
+class ModelConfig(BaseModel):
+    model_config = {"protected_namespaces": ()}
+
+    model_name: str = "local"
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float | None = None
+    max_tokens: int | None = None
+    seed: int = 0
+
+    def build(self):
+        from qitos.models.registry import resolve_model
+
+        return resolve_model(self.model_name, base_url=self.base_url, api_key_env=self.api_key_env,
+                             temperature=self.temperature, max_tokens=self.max_tokens, seed=self.seed)
+
+    @property
+    def stateful(self) -> bool:
+        """Scripted and replay models keep a position: each task needs its own instance."""
+        return self.model_name.startswith(("scripted:", "replay:"))
+
+
+class RunConfig(BaseModel):
+    benchmark: str
+    load: LoadOptions = Field(default_factory=LoadOptions)
+    recipe: str | None = None
+    runner: str | None = None  # "module:callable" building an AgentModule from a RecipeContext
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    concurrency: int = 1
+    trials: int = 1
+    max_steps: int | None = None
+    task_timeout: float | None = None
+    output: Path | None = None
+    trace_logdir: Path = Path("runs")
+    executor: str = "local"
+    ray_address: str | None = None
+    retry_errors: bool = False
+    force: bool = False
+    dry_run: bool = False
+    parse_error_limit: int = 3
+    tool_error_limit: int = 5
+
+    def default_output(self) -> Path:
+        from qitos.trace.writer import sanitize
+
+        parts = [self.benchmark, self.load.split, self.load.subset, self.recipe or self.runner, self.model.model_name]
+        return Path("results") / (sanitize("_".join(str(p) for p in parts if p), 120) + ".jsonl")
+
+    def recipe_options(self) -> dict[str, Any]:
+        return dict(self.load.options)

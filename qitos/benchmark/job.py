@@ -1,0 +1,150 @@
+"""One task × trial, fully isolated: prepare → agent + Engine → evaluate → one result row → cleanup.
+
+Whatever happens inside (setup failure, missing requirement, crash in the agent or the
+evaluator), the job returns a row and cleans up; only a cancelled job returns no row, so a
+rerun picks it up again.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import tempfile
+import threading
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from qitos.core.engine import Engine, RunResult
+from qitos.core.stop import StopReason
+from qitos.core.task import Task
+from qitos.spec.run_spec import ExperimentSpec
+
+from .base import BenchmarkAdapter, Recipe, RecipeContext, TaskRuntime
+from .config import RunConfig
+from .errors import BenchmarkUsageError
+from .results import BenchmarkRunResult
+
+
+def resolve_recipe(adapter: BenchmarkAdapter, cfg: RunConfig) -> Recipe:
+    if cfg.runner:
+        module, _, attr = cfg.runner.partition(":")
+        if not module or not attr:
+            raise BenchmarkUsageError(f"--runner '{cfg.runner}' must look like 'package.module:build_agent'")
+        try:
+            fn = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise BenchmarkUsageError(f"--runner '{cfg.runner}' could not be imported: {exc}") from None
+        return Recipe(name=f"runner:{cfg.runner}", build=fn, description="user-supplied agent")
+    recipes = adapter.recipes()
+    name = cfg.recipe or adapter.default_recipe
+    if name not in recipes:
+        raise BenchmarkUsageError(f"benchmark '{adapter.name}' has no recipe '{name}'; choose one of {', '.join(recipes)}")
+    return recipes[name]
+
+
+def prepared_task(adapter: BenchmarkAdapter, cfg: RunConfig, task: Task) -> Task:
+    """The task with the batch budget (adapter default, then --max-steps / --task-timeout)."""
+    budget = adapter.default_budget().model_copy()
+    if cfg.max_steps is not None:
+        budget.max_steps = cfg.max_steps
+    if cfg.task_timeout is not None:
+        budget.max_runtime_seconds = cfg.task_timeout
+    return task.model_copy(update={"budget": budget})
+
+
+@dataclass
+class JobContext:
+    """What every job of one batch shares."""
+
+    cfg: RunConfig
+    adapter: BenchmarkAdapter
+    recipe: Recipe
+    dataset_digest: str
+    experiment: ExperimentSpec
+    model_provider: Callable[[], Any]
+    cancel_event: threading.Event
+
+    def run_spec_extra(self) -> dict[str, Any]:
+        cfg = self.cfg
+        return {
+            "benchmark_name": cfg.benchmark, "benchmark_split": cfg.load.split, "benchmark_subset": cfg.load.subset,
+            "dataset_digest": self.dataset_digest,
+            "metadata": {"recipe": self.recipe.name, "recipe_official": self.recipe.official,
+                         "variant": cfg.load.variant, "options": cfg.load.options},
+        }
+
+    def make_model(self, name: str | None = None):
+        if name is None:
+            return self.model_provider()
+        return self.cfg.model.model_copy(update={"model_name": name}).build()
+
+
+def _row(ctx: JobContext, task: Task, trial: int, stop_reason: str, **fields: Any) -> BenchmarkRunResult:
+    cfg = ctx.cfg
+    return BenchmarkRunResult(task_id=task.id, benchmark=cfg.benchmark, split=cfg.load.split, subset=cfg.load.subset,
+                              trial=trial, model=cfg.model.model_name, stop_reason=stop_reason, **fields)
+
+
+def run_job(ctx: JobContext, task: Task, trial: int, trace_logdir: Path | None = None) -> BenchmarkRunResult | None:
+    cfg, adapter = ctx.cfg, ctx.adapter
+    task = prepared_task(adapter, cfg, task)
+    workdir = Path(tempfile.mkdtemp(prefix="qitos-task-"))
+    runtime: TaskRuntime | None = None
+    try:
+        try:
+            runtime = adapter.prepare(task, trial, cfg.load, workdir)
+        except Exception as exc:  # noqa: BLE001 - setup failures are rows, not crashes
+            return _row(ctx, task, trial, StopReason.SETUP_FAILED.value,
+                        error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+        if runtime.unavailable:
+            return _row(ctx, task, trial, StopReason.REQUIRES_UNAVAILABLE.value, error=runtime.unavailable)
+        result = _run_engine(ctx, task, trial, runtime, trace_logdir or cfg.trace_logdir)
+        if result.stop_reason is StopReason.CANCELLED:
+            return None
+        return _evaluated_row(ctx, task, trial, result, runtime)
+    except Exception as exc:  # noqa: BLE001 - e.g. the recipe failed to build
+        return _row(ctx, task, trial, StopReason.ERROR.value, error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+    finally:
+        if runtime is not None:
+            try:
+                adapter.cleanup(runtime)
+            except Exception:  # noqa: BLE001 - cleanup problems must not lose the row
+                pass
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run_engine(ctx: JobContext, task: Task, trial: int, runtime: TaskRuntime, trace_logdir: Path) -> RunResult:
+    recipe_ctx = RecipeContext(task=task, runtime=runtime, load=ctx.cfg.load, options=ctx.cfg.recipe_options(),
+                               make_model=ctx.make_model)
+    agent = ctx.recipe.build(recipe_ctx)
+    engine = Engine(
+        agent, ctx.model_provider(), env=runtime.env, trace_logdir=trace_logdir, run_prefix=ctx.cfg.benchmark,
+        trial=trial, seed=ctx.cfg.model.seed, parse_error_limit=ctx.cfg.parse_error_limit,
+        tool_error_limit=ctx.cfg.tool_error_limit, run_spec_extra=ctx.run_spec_extra(), experiment_spec=ctx.experiment,
+        cancel_event=ctx.cancel_event, executor=ctx.cfg.executor,
+    )
+    return engine.run(task)
+
+
+def _evaluated_row(ctx: JobContext, task: Task, trial: int, result: RunResult, runtime: TaskRuntime) -> BenchmarkRunResult:
+    fields: dict[str, Any] = dict(
+        prediction=result.final_answer, steps=result.steps, latency_seconds=result.latency_seconds,
+        token_usage=result.usage, cost=result.cost, trace_run_dir=result.run_dir, run_spec_ref=result.run_spec_ref,
+        error=result.error,
+    )
+    if result.stop_reason is StopReason.ERROR:
+        from qitos.trace.reader import read_manifest
+
+        report = read_manifest(result.run_dir).summary.failure_report or {}
+        fields["error"] = report.get("traceback") or result.error
+    try:
+        evaluation = ctx.adapter.evaluate(task, result, runtime)
+    except Exception as exc:  # noqa: BLE001 - an evaluator crash is recorded on the row
+        return _row(ctx, task, trial, StopReason.ERROR.value, **{**fields, "success": None,
+                    "error": f"evaluation failed: {type(exc).__name__}: {exc}\n{traceback.format_exc()}"})
+    if evaluation.prediction is not None:
+        fields["prediction"] = evaluation.prediction
+    return _row(ctx, task, trial, result.stop_reason.value, success=evaluation.success, score=evaluation.score,
+                metadata=evaluation.metadata, **fields)

@@ -1,0 +1,102 @@
+"""`--benchmark jsonl --root tasks.jsonl`: rows {id, question, answer, optional files}.
+
+Files are paths relative to the JSONL file. Scoring uses `--option scorer=NAME` (default
+`exact`). Useful for users' own task sets and for tests of the platform itself.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from qitos.core.task import Budget, Resource, Task
+
+from ..base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
+from ..errors import BenchmarkUsageError
+from ..scorers import get_scorer
+
+
+def _root(load: LoadOptions) -> Path:
+    if load.root is None:
+        raise BenchmarkUsageError("the jsonl benchmark needs --root <tasks.jsonl>")
+    root = Path(load.root)
+    if not root.is_file():
+        raise BenchmarkUsageError(f"--root {root}: no such file; give a JSONL file of {{id, question, answer}} rows")
+    return root
+
+
+def read_task_rows(path: Path) -> list[dict[str, Any]]:
+    rows, seen = [], set()
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BenchmarkUsageError(f"{path} line {number}: not valid JSON ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise BenchmarkUsageError(f"{path} line {number}: expected an object with id, question, answer")
+        missing = [k for k in ("id", "question") if not row.get(k)]
+        if missing:
+            raise BenchmarkUsageError(f"{path} line {number}: missing field(s) {missing}")
+        if str(row["id"]) in seen:
+            raise BenchmarkUsageError(f"{path} line {number}: duplicate id '{row['id']}'")
+        seen.add(str(row["id"]))
+        for f in row.get("files") or []:
+            if not (path.parent / f).exists():
+                raise BenchmarkUsageError(f"{path} line {number}: file '{f}' not found next to the JSONL file")
+        rows.append(row)
+    return rows
+
+
+class JsonlBenchmark(BenchmarkAdapter):
+    name = "jsonl"
+    description = "Your own task set: a JSONL file of {id, question, answer, files} rows"
+    default_split = "default"
+    default_recipe = "react"
+
+    def splits(self, load: LoadOptions) -> dict[str, int | None]:
+        if load.root is None or not Path(load.root).is_file():
+            return {"default": None}
+        return {"default": len(read_task_rows(Path(load.root)))}
+
+    def requirements(self, load: LoadOptions) -> list[Requirement]:
+        if load.root is None:
+            return [Requirement(name="tasks file", ok=True, detail="given at run time with --root <tasks.jsonl>")]
+        ok = Path(load.root).is_file()
+        return [Requirement(name="tasks file", ok=ok, detail=str(load.root) if ok else f"{load.root} does not exist")]
+
+    def recipes(self) -> dict[str, Recipe]:
+        from qitos.recipes.qa import build_qa_agent
+
+        return {"react": Recipe("react", build_qa_agent, "ReAct text agent with a read_file tool for the task's files")}
+
+    def load_tasks(self, load: LoadOptions) -> list[Task]:
+        path = _root(load)
+        scorer = load.options.get("scorer", "exact")
+        get_scorer(scorer)
+        tasks = [
+            Task(
+                id=str(row["id"]),
+                objective=str(row["question"]),
+                resources=[Resource(kind="file", path=str((path.parent / f).resolve())) for f in row.get("files") or []],
+                metadata={"benchmark": "jsonl", "split": "default", "answer": row.get("answer"), "scorer": scorer},
+            )
+            for row in read_task_rows(path)
+        ]
+        return filter_tasks(tasks, load)
+
+    def default_budget(self) -> Budget:
+        return Budget(max_steps=10)
+
+    def prepare(self, task: Task, trial: int, load: LoadOptions, workdir: Path) -> TaskRuntime:
+        return TaskRuntime(workdir=workdir, handles={"files": [r.path for r in task.resources]})
+
+    def evaluate(self, task, result, runtime) -> Evaluation:
+        answer = task.metadata.get("answer")
+        prediction = result.final_answer
+        if answer is None:
+            return Evaluation(success=None, score=None, prediction=prediction, metadata={"labeled": False})
+        ok = get_scorer(task.metadata.get("scorer", "exact"))(prediction, answer)
+        return Evaluation(success=ok, score=1.0 if ok else 0.0, prediction=prediction)

@@ -1,0 +1,142 @@
+"""BenchmarkRunResult rows and the results JSONL file: append durably, read tolerantly.
+
+One row per task × trial. Rows are appended, flushed and fsynced as each task ends, so a
+crash loses nothing that finished. Reading keeps going past bad lines and reports each one
+with file and line number; unknown keys are kept in `metadata`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from pydantic import BaseModel, Field
+
+from qitos.models.base import Usage
+
+# Rows with these stop reasons do not count as done for resume.
+NOT_DONE_REASONS = frozenset({"cancelled", "not_executed"})
+
+
+class BenchmarkRunResult(BaseModel):
+    task_id: str
+    benchmark: str
+    split: str | None = None
+    subset: str | None = None
+    trial: int = 0
+    model: str | None = None
+    prediction: Any = None
+    success: bool | None = None
+    score: float | None = None
+    stop_reason: str
+    steps: int = 0
+    latency_seconds: float = 0.0
+    token_usage: Usage = Field(default_factory=Usage)
+    cost: float | None = None
+    trace_run_dir: str | None = None
+    run_spec_ref: str | None = None
+    error: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+_FIELDS = frozenset(BenchmarkRunResult.model_fields)
+
+
+@dataclass
+class RowIssue:
+    file: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file} line {self.line}: {self.message}"
+
+
+def normalize_row(raw: dict[str, Any]) -> dict[str, Any]:
+    """Move unknown keys into metadata (tolerant reading of older or foreign rows)."""
+    extra = {k: v for k, v in raw.items() if k not in _FIELDS}
+    if not extra:
+        return raw
+    row = {k: v for k, v in raw.items() if k in _FIELDS}
+    row["metadata"] = {**(raw.get("metadata") or {}), **extra}
+    return row
+
+
+def iter_rows(path: Path, issues: list[RowIssue] | None = None) -> Iterator[dict[str, Any]]:
+    """Yield rows as plain dicts (fast path for eval); bad lines become RowIssues."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line)
+            except json.JSONDecodeError as exc:
+                if issues is not None:
+                    issues.append(RowIssue(str(path), number, f"not valid JSON ({exc.msg} at column {exc.colno})"))
+                continue
+            if not isinstance(raw, dict) or "task_id" not in raw:
+                if issues is not None:
+                    issues.append(RowIssue(str(path), number, "not a result row (needs an object with 'task_id')"))
+                continue
+            yield normalize_row(raw)
+
+
+def read_results(path: Path, issues: list[RowIssue] | None = None) -> list[BenchmarkRunResult]:
+    rows = []
+    for raw in iter_rows(path, issues):
+        try:
+            rows.append(BenchmarkRunResult.model_validate(raw))
+        except ValueError as exc:
+            if issues is not None:
+                issues.append(RowIssue(str(path), -1, f"task {raw.get('task_id')}: {str(exc).splitlines()[0]}"))
+    return rows
+
+
+class ResultsFile:
+    """Append-only results JSONL, safe to use from many worker threads."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def existing(self) -> list[dict[str, Any]]:
+        return list(iter_rows(self.path)) if self.path.exists() else []
+
+    def append(self, row: BenchmarkRunResult) -> None:
+        line = row.model_dump_json() + "\n"
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.write(line)
+                fh.flush()
+                os.fsync(fh.fileno())
+
+    def rewrite_without(self, drop: Iterable[tuple[str, int]]) -> int:
+        """Atomically remove rows for the given (task_id, trial) pairs; returns how many were dropped."""
+        drop_set = set(drop)
+        if not drop_set or not self.path.exists():
+            return 0
+        kept, dropped = [], 0
+        with open(self.path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                try:
+                    raw = json.loads(line)
+                    key = (raw.get("task_id"), int(raw.get("trial", 0)))
+                except (json.JSONDecodeError, AttributeError, TypeError, ValueError):
+                    kept.append(line)
+                    continue
+                if key in drop_set:
+                    dropped += 1
+                else:
+                    kept.append(line)
+        tmp = self.path.with_suffix(self.path.suffix + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.writelines(kept)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)
+        return dropped

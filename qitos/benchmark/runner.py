@@ -1,0 +1,145 @@
+"""The batch runner behind `qit bench run`: select tasks, resume, execute, append rows.
+
+Order of work: load adapter and tasks → dataset digest and ExperimentSpec → RunSpec
+fingerprint (refuse a results file written under another one unless `force`) → skip finished
+task × trial pairs → execute → append each row as it finishes (flushed and fsynced).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from qitos.core.engine import make_run_spec
+from qitos.core.task import Task
+from qitos.spec.run_spec import ExperimentSpec, RunSpec
+
+from .base import BenchmarkAdapter, RecipeContext
+from .config import RunConfig
+from .errors import BenchmarkUsageError
+from .executors import run_local, run_ray
+from .job import JobContext, prepared_task, resolve_recipe
+from .registry import get_adapter
+from .results import NOT_DONE_REASONS, BenchmarkRunResult, ResultsFile
+
+
+@dataclass
+class BatchPlan:
+    cfg: RunConfig
+    adapter: BenchmarkAdapter
+    tasks: list[Task]
+    jobs: list[tuple[Task, int]]
+    skipped: int
+    output: Path
+    run_spec: RunSpec
+    experiment: ExperimentSpec
+    ctx: JobContext
+
+
+@dataclass
+class BatchOutcome:
+    rows: list[BenchmarkRunResult] = field(default_factory=list)
+    cancelled: bool = False
+
+
+def experiment_spec(cfg: RunConfig, tasks: list[Task], recipe_name: str) -> ExperimentSpec:
+    ids_digest = hashlib.sha256("\n".join(t.id for t in tasks).encode()).hexdigest()[:16]
+    return ExperimentSpec(
+        name=ExperimentSpec.default_name(cfg.benchmark, cfg.load.split, cfg.load.subset),
+        benchmark_name=cfg.benchmark, benchmark_split=cfg.load.split,
+        benchmark_metadata={"subset": cfg.load.subset, "limit": cfg.load.limit, "trials": cfg.trials,
+                            "task_ids_digest": ids_digest, "task_count": len(tasks), "variant": cfg.load.variant,
+                            "root": str(cfg.load.root) if cfg.load.root else None, "options": cfg.load.options},
+        run_defaults={"recipe": recipe_name, "max_steps": cfg.max_steps, "task_timeout": cfg.task_timeout,
+                      "concurrency": cfg.concurrency, "executor": cfg.executor},
+    )
+
+
+def _probe_run_spec(ctx: JobContext, tasks: list[Task], model) -> RunSpec:
+    """Build the agent for a first task to learn the RunSpec every row of this batch will carry."""
+    cfg, adapter = ctx.cfg, ctx.adapter
+    for task in tasks[:3]:
+        task = prepared_task(adapter, cfg, task)
+        with tempfile.TemporaryDirectory(prefix="qitos-probe-") as tmp:
+            try:
+                runtime = adapter.prepare(task, 0, cfg.load, Path(tmp))
+            except Exception:  # noqa: BLE001 - the job itself will report the setup failure
+                continue
+            try:
+                if runtime.unavailable:
+                    continue
+                agent = ctx.recipe.build(RecipeContext(task, runtime, cfg.load, cfg.recipe_options(), ctx.make_model))
+                return make_run_spec(agent, model, seed=cfg.model.seed, budget=task.budget.model_dump(),
+                                     stop_criteria={"parse_error_limit": cfg.parse_error_limit,
+                                                    "tool_error_limit": cfg.tool_error_limit},
+                                     executor=cfg.executor, **ctx.run_spec_extra())
+            finally:
+                adapter.cleanup(runtime)
+    return RunSpec(model_name=model.name, model_family=model.family, seed=cfg.model.seed, **ctx.run_spec_extra())
+
+
+def plan_batch(cfg: RunConfig) -> BatchPlan:
+    adapter = get_adapter(cfg.benchmark)
+    if cfg.load.split is None:
+        cfg.load.split = adapter.default_split
+    if cfg.trials < 1 or cfg.concurrency < 1:
+        raise BenchmarkUsageError("--trials and --concurrency must be at least 1")
+    if cfg.executor not in ("local", "ray"):
+        raise BenchmarkUsageError(f"--executor '{cfg.executor}' is not known; use local or ray")
+    recipe = resolve_recipe(adapter, cfg)
+    tasks = adapter.load_tasks(cfg.load)
+    if not tasks:
+        raise BenchmarkUsageError(f"no tasks selected for {cfg.benchmark} split={cfg.load.split} subset={cfg.load.subset}")
+    digest = adapter.dataset_digest(cfg.load, tasks)
+    experiment = experiment_spec(cfg, tasks, recipe.name)
+    shared_model = None if (cfg.model.stateful or not recipe.needs_model) else cfg.model.build()
+    if shared_model is not None and hasattr(shared_model, "preflight"):
+        shared_model.preflight()
+    provider: Callable = (lambda: shared_model) if shared_model is not None else cfg.model.build
+    ctx = JobContext(cfg, adapter, recipe, digest, experiment, provider, threading.Event())
+    spec = _probe_run_spec(ctx, tasks, provider())
+    output = cfg.output or cfg.default_output()
+    results = ResultsFile(output)
+    existing = results.existing()
+    refs = {r.get("run_spec_ref") for r in existing if r.get("run_spec_ref")}
+    if refs and spec.fingerprint() not in refs and not cfg.force:
+        raise BenchmarkUsageError(
+            f"{output} holds results of another configuration (RunSpec {', '.join(sorted(refs))}; this run is "
+            f"{spec.fingerprint()}). Use another --output, or --force to append anyway.")
+    errored = {(r["task_id"], int(r.get("trial", 0))) for r in existing if r.get("stop_reason") == "error"}
+    if cfg.retry_errors and errored:
+        results.rewrite_without(errored)
+        existing = results.existing()
+    done = {(r["task_id"], int(r.get("trial", 0))) for r in existing if r.get("stop_reason") not in NOT_DONE_REASONS}
+    all_jobs = [(t, trial) for trial in range(cfg.trials) for t in tasks]
+    jobs = [(t, trial) for t, trial in all_jobs if (t.id, trial) not in done]
+    return BatchPlan(cfg, adapter, tasks, jobs, len(all_jobs) - len(jobs), output, spec, experiment, ctx)
+
+
+def execute_batch(plan: BatchPlan, on_row: Callable[[BenchmarkRunResult], None] | None = None) -> BatchOutcome:
+    """Run the planned jobs; rows are appended as they finish. Ctrl-C returns with `cancelled=True`."""
+    results = ResultsFile(plan.output)
+    outcome = BatchOutcome()
+    lock = threading.Lock()
+
+    def on_result(task: Task, trial: int, row: BenchmarkRunResult | None) -> None:
+        if row is None:
+            return
+        results.append(row)
+        with lock:
+            outcome.rows.append(row)
+        if on_row:
+            on_row(row)
+
+    try:
+        if plan.cfg.executor == "ray":
+            run_ray(plan.ctx, plan.jobs, plan.cfg.concurrency, on_result, plan.cfg.ray_address)
+        else:
+            run_local(plan.ctx, plan.jobs, plan.cfg.concurrency, on_result)
+    except KeyboardInterrupt:
+        outcome.cancelled = True
+    return outcome

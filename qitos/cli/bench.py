@@ -1,0 +1,179 @@
+"""`qit bench run | eval | list | replay | export`: thin wrappers over `qitos.benchmark`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .errors import EXIT_RUN_FAILED, UsageError, user_errors
+from .options import ApiKeyEnv, BaseUrl, MaxTokens, ModelName, Seed, Temperature, TraceLogdir
+
+bench_app = typer.Typer(help="Run, evaluate, replay and export benchmarks.", no_args_is_help=True)
+
+
+def _options(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--option '{pair}' must look like KEY=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+@bench_app.command("run")
+@user_errors
+def run(
+    benchmark: Annotated[str, typer.Option("--benchmark", "-b", help="benchmark name (see `qit bench list`)")],
+    split: Annotated[Optional[str], typer.Option(help="split (default: the benchmark's)")] = None,
+    subset: Annotated[Optional[str], typer.Option(help="subset / domain / level / category")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="run only the first N tasks")] = None,
+    task_ids: Annotated[Optional[str], typer.Option("--task-ids", help="comma-separated task ids")] = None,
+    root: Annotated[Optional[Path], typer.Option(help="benchmark data root (file or folder)")] = None,
+    data_dir: Annotated[Optional[Path], typer.Option(help="data directory (default $QITOS_DATA_DIR or ~/.cache/qitos/data)")] = None,
+    variant: Annotated[Optional[str], typer.Option(help="prompt variant, where the benchmark has one")] = None,
+    option: Annotated[list[str], typer.Option("--option", "-o", help="benchmark option KEY=VALUE (repeatable)")] = [],
+    recipe: Annotated[Optional[str], typer.Option(help="baseline agent (default: the benchmark's)")] = None,
+    runner: Annotated[Optional[str], typer.Option(help="your agent: module:callable(RecipeContext) -> AgentModule")] = None,
+    model_name: ModelName = "local",
+    base_url: BaseUrl = None,
+    api_key_env: ApiKeyEnv = "OPENAI_API_KEY",
+    temperature: Temperature = None,
+    max_tokens: MaxTokens = None,
+    seed: Seed = 0,
+    user_model: Annotated[Optional[str], typer.Option("--user-model", help="model of the simulated user (default: the agent's)")] = None,
+    concurrency: Annotated[int, typer.Option(help="tasks in flight")] = 4,
+    trials: Annotated[int, typer.Option(help="trials per task (for pass^k)")] = 1,
+    max_steps: Annotated[Optional[int], typer.Option(help="step budget per task")] = None,
+    task_timeout: Annotated[Optional[float], typer.Option(help="seconds per task")] = None,
+    output: Annotated[Optional[Path], typer.Option(help="results JSONL (resumed if it exists)")] = None,
+    trace_logdir: TraceLogdir = "runs",
+    executor: Annotated[str, typer.Option(help="local or ray")] = "local",
+    ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster address (default: start a local one)")] = None,
+    retry_errors: Annotated[bool, typer.Option("--retry-errors", help="re-run task×trial pairs that ended in error")] = False,
+    force: Annotated[bool, typer.Option("--force", help="append to a results file of another configuration")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="show the plan, run nothing")] = False,
+) -> None:
+    """Run a benchmark for real (resumable; rows appended to --output as tasks finish)."""
+    from qitos.benchmark.base import LoadOptions
+    from qitos.benchmark.config import ModelConfig, RunConfig
+    from qitos.trace.writer import ensure_writable_dir
+
+    from .bench_view import print_plan, print_summary, run_with_progress
+
+    opts = _options(option)
+    if user_model:
+        opts["user_model"] = user_model
+    load = LoadOptions(root=root, split=split, subset=subset, limit=limit, variant=variant, options=opts,
+                       task_ids=[t.strip() for t in task_ids.split(",") if t.strip()] if task_ids else None,
+                       **({"data_dir": data_dir} if data_dir else {}))
+    cfg = RunConfig(benchmark=benchmark, load=load, recipe=recipe, runner=runner,
+                    model=ModelConfig(model_name=model_name, base_url=base_url, api_key_env=api_key_env,
+                                      temperature=temperature, max_tokens=max_tokens, seed=seed),
+                    concurrency=concurrency, trials=trials, max_steps=max_steps, task_timeout=task_timeout,
+                    output=output, trace_logdir=Path(trace_logdir), executor=executor, ray_address=ray_address,
+                    retry_errors=retry_errors, force=force, dry_run=dry_run)
+    ensure_writable_dir(cfg.trace_logdir)
+    from qitos.benchmark.runner import plan_batch
+
+    plan = plan_batch(cfg)
+    print_plan(plan)
+    if dry_run:
+        return
+    outcome = run_with_progress(plan)
+    print_summary(plan, outcome)
+    if outcome.cancelled:
+        raise typer.Exit(130)
+    if outcome.rows and all(r.stop_reason in ("error", "setup_failed", "model_error") for r in outcome.rows):
+        raise typer.Exit(EXIT_RUN_FAILED)
+
+
+@bench_app.command("eval")
+@user_errors
+def eval_(
+    input: Annotated[list[Path], typer.Option("--input", "-i", help="results JSONL file(s)")],
+    by: Annotated[str, typer.Option(help="group by these row fields, comma-separated")] = "benchmark,split,model",
+    as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
+) -> None:
+    """Aggregate results: success with 95% interval, pass^k, benchmark metrics, stop reasons, cost."""
+    from .bench_view import evaluate_files, print_eval
+
+    report = evaluate_files(input, [b.strip() for b in by.split(",") if b.strip()])
+    if as_json:
+        typer.echo(json.dumps(report, indent=2, default=str))
+    else:
+        print_eval(report)
+
+
+@bench_app.command("list")
+@user_errors
+def list_(
+    data_dir: Annotated[Optional[Path], typer.Option(help="data directory")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Show each benchmark, its splits and task counts, and whether it can run here."""
+    from .bench_view import list_benchmarks, print_list
+
+    info = list_benchmarks(data_dir)
+    if as_json:
+        typer.echo(json.dumps(info, indent=2, default=str))
+    else:
+        print_list(info)
+
+
+@bench_app.command("replay")
+@user_errors
+def replay(
+    run: Annotated[Path, typer.Option("--run", help="a run directory")],
+    reexecute: Annotated[bool, typer.Option("--reexecute", help="re-run with the recorded responses and compare")] = False,
+    trace_logdir: TraceLogdir = "runs",
+) -> None:
+    """Show a run step by step; with --reexecute, re-run it and report the first divergence."""
+    from qitos.benchmark.replay import reexecute_run
+
+    from .bench_view import print_trajectory
+
+    print_trajectory(run)
+    if reexecute:
+        report = reexecute_run(run, Path(trace_logdir))
+        if report.identical:
+            typer.echo(f"identical: {report.steps} steps reproduced exactly (new run {report.new_run_dir})")
+        else:
+            typer.echo(f"diverged at step {report.first_divergence}: {report.detail} (new run {report.new_run_dir})")
+            raise typer.Exit(EXIT_RUN_FAILED)
+
+
+@bench_app.command("export")
+@user_errors
+def export(
+    run: Annotated[Optional[Path], typer.Option("--run", help="a run directory")] = None,
+    html: Annotated[Optional[Path], typer.Option("--html", help="write one self-contained HTML page")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="write the run as one JSON document")] = None,
+    input: Annotated[Optional[list[Path]], typer.Option("--input", "-i", help="results JSONL file(s)")] = None,
+    format: Annotated[Optional[str], typer.Option("--format", help="csv | md | gaia-submission")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", help="where to write (default: stdout)")] = None,
+) -> None:
+    """Export a run (--html/--json) or results (--input --format csv|md|gaia-submission)."""
+    from qitos.benchmark import export as exp
+
+    if run is not None:
+        if not (html or json_out):
+            raise UsageError("with --run give --html OUT and/or --json OUT")
+        if html:
+            exp.export_run_html(run, html)
+            typer.echo(f"wrote {html}")
+        if json_out:
+            exp.export_run_json(run, json_out)
+            typer.echo(f"wrote {json_out}")
+        return
+    if not input or not format:
+        raise UsageError("give --run DIR (--html/--json) or --input FILE --format csv|md|gaia-submission")
+    text = exp.export_results(input, format)
+    if output:
+        output.write_text(text, encoding="utf-8")
+        typer.echo(f"wrote {output}")
+    else:
+        typer.echo(text, nl=False)

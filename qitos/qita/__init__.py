@@ -1,0 +1,1 @@
+"""qita: the board to browse, replay, compare and export QitOS runs."""

@@ -1,0 +1,128 @@
+"""`qit bench run` end to end: concurrency, trials, isolation, resume, Ctrl-C, RunSpec refusal."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+from tests.platform.conftest import REPO, qit, rows, write_tasks
+
+RUNNER = "tests.support.runners:oracle"
+
+
+def test_concurrent_trials_and_error_isolation(tmp_path):
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 6, crash=(2,))
+    done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", RUNNER, "--trials", "3", "--concurrency", "4",
+               "--output", "r.jsonl", "--model-name", "local", cwd=tmp_path, env={"QITOS_TEST_DELAY": "0.05"})
+    assert done.returncode == 0, done.stderr
+    out = rows(tmp_path / "r.jsonl")
+    assert len(out) == 18 and len({(r["task_id"], r["trial"]) for r in out}) == 18
+    crashed = [r for r in out if r["task_id"] == "crash2"]
+    assert len(crashed) == 3 and all(r["stop_reason"] == "error" for r in crashed)
+    for r in crashed:
+        assert "RuntimeError: runner crashed on crash2" in r["error"] and "Traceback" in r["error"], r["error"]
+    ok = [r for r in out if r["task_id"] != "crash2"]
+    assert all(r["success"] and r["stop_reason"] == "final" for r in ok)
+    # every row points at a finished trace with the same RunSpec fingerprint
+    refs = {r["run_spec_ref"] for r in out}
+    assert len(refs) == 1
+    for r in ok:
+        manifest = json.loads((tmp_path / r["trace_run_dir"] / "manifest.json").read_text())
+        assert manifest["status"] == "completed" and manifest["run_spec"]["fingerprint"] in refs
+        assert manifest["benchmark_name"] == "jsonl" and manifest["experiment_spec"]["name"] == "jsonl:default"
+        assert "answer" not in manifest["task"]["metadata"]
+
+
+def test_rerun_resumes_and_retry_errors(tmp_path):
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 4, crash=(1,))
+    args = ["bench", "run", "-b", "jsonl", "--root", tasks, "--runner", RUNNER, "--output", "r.jsonl"]
+    assert qit(*args, cwd=tmp_path).returncode == 0
+    again = qit(*args, cwd=tmp_path)
+    assert "0 to run, 4 already done" in again.stdout
+    assert len(rows(tmp_path / "r.jsonl")) == 4
+    retry = qit(*args, "--retry-errors", cwd=tmp_path)
+    assert "1 to run, 3 already done" in retry.stdout
+    out = rows(tmp_path / "r.jsonl")
+    assert len(out) == 4 and sum(r["task_id"] == "crash1" for r in out) == 1
+
+
+def test_results_of_another_runspec_are_refused(tmp_path):
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 2)
+    base = ["bench", "run", "-b", "jsonl", "--root", tasks, "--runner", RUNNER, "--output", "r.jsonl"]
+    assert qit(*base, cwd=tmp_path).returncode == 0
+    refused = qit(*base, "--max-steps", "3", cwd=tmp_path)
+    assert refused.returncode == 2 and "another configuration" in refused.stderr and "--force" in refused.stderr
+    forced = qit(*base, "--max-steps", "3", "--force", cwd=tmp_path)
+    assert forced.returncode == 0
+
+
+def _start_batch(tmp_path, n=12, delay="0.4"):
+    tasks = write_tasks(tmp_path / "tasks.jsonl", n)
+    args = [sys.executable, "-m", "qitos.cli.qit", "bench", "run", "-b", "jsonl", "--root", str(tasks), "--runner",
+            "tests.support.runners:slow_oracle", "--concurrency", "2", "--output", "r.jsonl"]
+    env = {**__import__("os").environ, "PYTHONPATH": str(REPO), "QITOS_TEST_DELAY": delay}
+    proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if (tmp_path / "r.jsonl").exists() and len(rows(tmp_path / "r.jsonl")) >= 3:
+            return proc, args, env
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError("batch made no progress")
+
+
+def test_sigkill_mid_batch_then_resume_loses_and_duplicates_nothing(tmp_path):
+    proc, args, env = _start_batch(tmp_path)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    before = rows(tmp_path / "r.jsonl")
+    assert 3 <= len(before) < 12
+    for r in before:  # traces of finished tasks are intact
+        assert json.loads((tmp_path / r["trace_run_dir"] / "manifest.json").read_text())["status"] == "completed"
+    env["QITOS_TEST_DELAY"] = "0"
+    resumed = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{12 - len(before)} to run, {len(before)} already done" in resumed.stdout
+    after = rows(tmp_path / "r.jsonl")
+    assert after[: len(before)] == before
+    assert sorted(r["task_id"] for r in after) == sorted(f"t{i}" for i in range(12))
+
+
+def test_ctrl_c_cancels_in_flight_and_prints_summary(tmp_path):
+    proc, args, env = _start_batch(tmp_path, delay="1.0")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "cancelled" in out and "rerun the same command to resume" in out
+    saved = rows(tmp_path / "r.jsonl")
+    cancelled = [json.loads(m.read_text()) for m in (tmp_path / "runs").glob("*/manifest.json")]
+    statuses = {m["status"] for m in cancelled}
+    assert "cancelled" in statuses and "running" not in statuses
+    assert all(r["stop_reason"] == "final" for r in saved), saved
+
+
+def test_dry_run_executes_nothing(tmp_path):
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 3)
+    done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", RUNNER, "--dry-run", "--output", "r.jsonl",
+               cwd=tmp_path)
+    assert done.returncode == 0 and "dry run: nothing executed" in done.stdout
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_bad_flags_are_clear(tmp_path):
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 2)
+    cases = [
+        (["-b", "nope"], "unknown benchmark 'nope'"),
+        (["-b", "jsonl", "--root", "missing.jsonl"], "no such file"),
+        (["-b", "jsonl", "--root", tasks, "--recipe", "zzz"], "has no recipe 'zzz'"),
+        (["-b", "jsonl", "--root", tasks, "--runner", "nomodule"], "must look like"),
+        (["-b", "jsonl", "--root", tasks, "--task-ids", "t0,bogus", "--runner", RUNNER], "unknown task id"),
+    ]
+    for args, message in cases:
+        done = qit("bench", "run", *args, cwd=tmp_path)
+        assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "question": "q"}\n{oops\n')
+    done = qit("bench", "run", "-b", "jsonl", "--root", bad, "--runner", RUNNER, cwd=tmp_path)
+    assert done.returncode == 2 and "bad.jsonl line 2" in done.stderr
