@@ -153,8 +153,12 @@ class _Run:
         try:
             self._manifest_start()
             self.w.event("run_start", "INIT", {"task_id": self.task.id, "run_spec_ref": self.spec.fingerprint()})
-            if self.e.env is not None and hasattr(self.e.env, "reset"):
-                self.e.env.reset(self.task)
+            env = self.e.env
+            if env is not None and hasattr(env, "bind_events"):
+                # environments with their own model calls (e.g. a simulated user) trace them as events
+                env.bind_events(lambda kind, payload: self.w.event(kind, "ACT", payload, step_id=self.steps + 1))
+            if env is not None and hasattr(env, "reset"):
+                env.reset(self.task)
             self.state = self.e.agent.init_state(self.task)
             while reason is None:
                 reason = self._step()
