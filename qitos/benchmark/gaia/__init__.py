@@ -1,0 +1,17 @@
+"""GAIA for QitOS: official scorer, local-copy loader, attachment readers, toolset, prompt, metrics.
+
+Only the scorer and loader are imported eagerly; format libraries load on first use.
+No GAIA content ships with QitOS: data comes from the user's own copy.
+"""
+
+from .dataset import GaiaDataError, GaiaQuestion, download_gaia, load_gaia
+from .scorer import extract_final_answer, score_answer
+
+__all__ = [
+    "GaiaDataError",
+    "GaiaQuestion",
+    "download_gaia",
+    "extract_final_answer",
+    "load_gaia",
+    "score_answer",
+]

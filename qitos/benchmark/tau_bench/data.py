@@ -1,0 +1,160 @@
+"""Loading a Tau-Bench domain (database, policy, tool schemas, tasks) from a data directory.
+
+The data directory is ``<QITOS_DATA_DIR>/tau-bench`` (layout in its README.md). A domain is
+parsed once per process and cached per (directory, domain); its database is kept pristine
+and episodes work on copy-on-write views of it (:mod:`state`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import TauDataError
+from .state import PristineDb
+
+DOMAIN_COLLECTIONS: dict[str, tuple[str, ...]] = {
+    "retail": ("orders", "products", "users"),
+    "airline": ("flights", "reservations", "users"),
+}
+DOMAIN_SPLITS: dict[str, tuple[str, ...]] = {
+    "retail": ("test", "train", "dev"),
+    "airline": ("test",),
+}
+TERMINATE_TOOLS: tuple[str, ...] = ("transfer_to_human_agents",)
+RESPOND_ACTION = "respond"
+STOP_TOKEN = "###STOP###"
+
+
+class Action(BaseModel):
+    """One agent action: a tool call, or ``respond`` with kwargs ``{"content": ...}``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+
+
+class Task(BaseModel):
+    """A task of a split: the user's instruction, the gold tool calls, the required outputs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    user_id: str
+    instruction: str
+    actions: list[Action]
+    outputs: list[str] = Field(default_factory=list)
+
+
+class DomainData:
+    """Everything read from disk for one domain. Shared, treat as read-only."""
+
+    def __init__(
+        self,
+        name: str,
+        root: Path,
+        pristine: PristineDb,
+        wiki: str,
+        rules: list[str],
+        tools_info: list[dict[str, Any]],
+        tasks: dict[str, list[Task]],
+    ) -> None:
+        self.name = name
+        self.root = root
+        self.pristine = pristine
+        self.wiki = wiki
+        self.rules = rules
+        self.tools_info = tools_info
+        self.tasks = tasks
+        # Filled by reward.gold_state(): (split, task_index) -> fingerprints of the gold replay.
+        self.gold_cache: dict[tuple[str, int], Any] = {}
+
+    def split_tasks(self, split: str) -> list[Task]:
+        try:
+            return self.tasks[split]
+        except KeyError:
+            raise ValueError(f"Unknown task split: {split} (domain {self.name} has {', '.join(self.tasks)})") from None
+
+    def task(self, split: str, task_index: int) -> Task:
+        tasks = self.split_tasks(split)
+        if not isinstance(task_index, int) or isinstance(task_index, bool):
+            raise TypeError(f"task_index must be an int, got {type(task_index).__name__}")
+        if not 0 <= task_index < len(tasks):
+            raise IndexError(
+                f"task index {task_index} out of range for {self.name}/{split} "
+                f"({len(tasks)} tasks: 0..{len(tasks) - 1})"
+            )
+        return tasks[task_index]
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{split}={len(tasks)}" for split, tasks in self.tasks.items())
+        return f"DomainData({self.name!r}, {counts}, root={str(self.root)!r})"
+
+
+_CACHE: dict[tuple[Path, str], DomainData] = {}
+_LOCK = threading.Lock()
+
+
+def load_domain(data_dir: str | Path, domain: str) -> DomainData:
+    """The domain `domain` of the tau-bench data directory `data_dir`, parsed once per process."""
+    if domain not in DOMAIN_COLLECTIONS:
+        raise ValueError(f"Unknown tau-bench domain: {domain!r} (expected one of: retail, airline)")
+    root = Path(data_dir).expanduser().resolve()
+    key = (root, domain)
+    with _LOCK:
+        cached = _CACHE.get(key)
+        if cached is None:
+            cached = _CACHE[key] = _read_domain(root, domain)
+        return cached
+
+
+def clear_cache() -> None:
+    """Forget every loaded domain (tests and long-lived processes after a data update)."""
+    with _LOCK:
+        _CACHE.clear()
+
+
+def _read_domain(root: Path, domain: str) -> DomainData:
+    folder = root / domain
+    if not folder.is_dir():
+        raise TauDataError(
+            f"tau-bench domain folder not found: {folder} "
+            "(expected the data directory that holds retail/ and airline/, e.g. $QITOS_DATA_DIR/tau-bench)"
+        )
+    collections = {name: _read_json(folder / "db" / f"{name}.json", dict) for name in DOMAIN_COLLECTIONS[domain]}
+    tasks = {}
+    for split in DOMAIN_SPLITS[domain]:
+        raw = _read_json(folder / f"tasks_{split}.json", list)
+        try:
+            tasks[split] = [Task.model_validate(item) for item in raw]
+        except ValueError as exc:
+            raise TauDataError(f"malformed task in {folder / f'tasks_{split}.json'}: {exc}") from exc
+    wiki_path = folder / "wiki.md"
+    if not wiki_path.is_file():
+        raise TauDataError(f"tau-bench policy file missing: {wiki_path}")
+    return DomainData(
+        name=domain,
+        root=root,
+        pristine=PristineDb(collections),
+        wiki=wiki_path.read_text(encoding="utf-8"),
+        rules=_read_json(folder / "rules.json", list),
+        tools_info=_read_json(folder / "tools.json", list),
+        tasks=tasks,
+    )
+
+
+def _read_json(path: Path, kind: type) -> Any:
+    if not path.is_file():
+        raise TauDataError(f"tau-bench data file missing: {path}")
+    try:
+        with path.open(encoding="utf-8") as handle:
+            value = json.load(handle)
+    except json.JSONDecodeError as exc:
+        raise TauDataError(f"tau-bench data file is not valid JSON: {path}: {exc}") from exc
+    if not isinstance(value, kind):
+        raise TauDataError(f"tau-bench data file {path} should hold a JSON {kind.__name__}")
+    return value

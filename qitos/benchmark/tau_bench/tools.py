@@ -1,0 +1,52 @@
+"""Tool registries per domain and the upstream call convention (``invoke(data=db, **kwargs)``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .airline_tools import AIRLINE_TOOLS
+from .common_tools import Tool
+from .errors import InvalidObservationError
+from .retail_tools import RETAIL_TOOLS
+from .state import TauDb
+
+TOOLS: dict[str, dict[str, type[Tool]]] = {
+    "retail": {tool.name: tool for tool in RETAIL_TOOLS},
+    "airline": {tool.name: tool for tool in AIRLINE_TOOLS},
+}
+
+
+def domain_tools(domain: str) -> dict[str, type[Tool]]:
+    """Tool classes of a domain by name, in upstream registry order."""
+    try:
+        return TOOLS[domain]
+    except KeyError:
+        raise ValueError(f"Unknown tau-bench domain: {domain!r} (expected one of: retail, airline)") from None
+
+
+def call_tool(domain: str, tool: type[Tool], db: TauDb, kwargs: Mapping[str, Any]) -> str:
+    """Run one tool as upstream's env does and return the observation text.
+
+    Exceptions the call raises become ``"Error: <message>"`` (Python's own argument-binding
+    TypeErrors included). A non-string result raises :class:`InvalidObservationError`.
+    """
+    try:
+        if "data" in kwargs:
+            # Python names the function with its module here; print upstream's module path.
+            raise TypeError(
+                f"tau_bench.envs.{domain}.tools.{tool.name}.{tool.__name__}.invoke() "
+                "got multiple values for keyword argument 'data'"
+            )
+        result = tool.invoke(data=db, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - every tool failure is reported to the model
+        return f"Error: {exc}"
+    if not isinstance(result, str):
+        detail = ""
+        if tool.name == "send_certificate":
+            detail = f" (user {kwargs.get('user_id')!r} already holds all three certificate ids)"
+        raise InvalidObservationError(
+            f"tool {tool.name} returned {type(result).__name__} instead of an observation string{detail}; "
+            "upstream tau-bench raises a pydantic ValidationError from step here"
+        )
+    return result

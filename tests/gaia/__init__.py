@@ -1,0 +1,1 @@
+"""Tests for the GAIA benchmark pieces (scorer, loader, readers, tools, metrics, fixture)."""
