@@ -1,0 +1,420 @@
+"""A bubblewrap (bwrap) sandbox for running untrusted shell commands from agents and oracles.
+
+Why bwrap: it needs no daemon (unlike Docker), starts in milliseconds, and gives us the three
+guarantees benchmarks need: the host filesystem stays read-only, the network is off unless asked
+for, and a time limit kills every process the command started.
+
+Layout inside the sandbox (documented contract, other modules rely on it):
+
+- ``/task``: the caller's ``work_dir``, read-write, and the working directory of every command.
+  It is the only place whose contents survive on the host.
+- ``/tmp`` and ``/home/sandbox`` (``$HOME``): private to one ``BwrapSandbox`` instance; they
+  persist across ``run()`` calls of that instance and are deleted by ``close()`` (or garbage
+  collection). Nothing there is visible to the host user except through this object.
+- ``/usr`` (and ``/bin``, ``/sbin``, ``/lib*`` mirrored as on the host), a minimal ``/etc``
+  (dynamic linker, alternatives, certificates, time zone, ...), and ``ro_binds`` at their host
+  paths: all read-only. The host's ``/etc/profile`` is *not* visible, so ``bash -lc`` does not
+  pick up host-specific login scripts or override ``PATH``.
+- The command runs as ``sandbox`` (uid/gid 1000) in new user, pid, ipc, uts and (by default)
+  network namespaces, with every capability dropped. The network namespace holds only ``lo``.
+- bwrap maps the sandbox user to the host user that started it. When that is root, files only
+  root may read would become readable inside, so read-only binds are scanned once per process
+  and such entries are masked (an empty file or directory): the sandbox sees what an
+  unprivileged user would.
+- A command's background processes do not outlive it: when the command exits (or times out)
+  its pid namespace is torn down, which kills everything it started.
+
+Each of stdout and stderr keeps at most ``max_output_bytes`` bytes; the rest is read and
+dropped (so a chatty command does not block) and ``truncated`` is set.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import os
+import shlex
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, cast
+
+from pydantic import BaseModel
+
+WORK_MOUNT = "/task"
+HOME_MOUNT = "/home/sandbox"
+SANDBOX_USER = "sandbox"
+SANDBOX_UID = 1000
+SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+_INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: `apt install bubblewrap`; Fedora: `dnf install bubblewrap`)"
+# /etc entries programs commonly need; everything else in the host's /etc stays invisible.
+_ETC_ENTRIES = (
+    "alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone",
+    "nsswitch.conf", "host.conf", "gai.conf", "protocols", "services", "ssl/certs", "ca-certificates",
+    "ca-certificates.conf", "os-release", "debian_version", "magic", "magic.mime", "mime.types",
+)
+_NETWORK_ETC_ENTRIES = ("resolv.conf", "hosts")
+_ROOT_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+_READ_CHUNK = 65536
+
+
+class SandboxResult(BaseModel):
+    """Outcome of one command. `exit_code` is None when the command was killed for time."""
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool
+    truncated: bool
+    duration_seconds: float
+
+
+class SandboxUnavailable(RuntimeError):
+    """bwrap is missing or cannot create the namespaces the sandbox needs on this machine."""
+
+
+class SandboxSetupError(RuntimeError):
+    """bwrap is usable but could not build this particular sandbox (e.g. a bind path vanished)."""
+
+
+def _probe_args(bwrap: str, extra: Sequence[str]) -> list[str]:
+    return [bwrap, *_system_mounts(), "--proc", "/proc", "--dev", "/dev", *extra, "--", "/bin/sh", "-c", "exit 0"]
+
+
+def _run_probe(bwrap: str, extra: Sequence[str]) -> tuple[bool, str]:
+    try:
+        proc = subprocess.run(_probe_args(bwrap, extra), capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, str(exc)
+    return proc.returncode == 0, proc.stderr.strip()
+
+
+_REQUIRED_FEATURES: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("user namespaces", ("--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)),
+     "enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 and "
+     "user.max_user_namespaces>0), or run the container with --privileged / a seccomp profile that allows unshare"),
+    ("pid namespaces", ("--unshare-user", "--unshare-pid"), "the container must allow CLONE_NEWPID"),
+    ("network namespaces", ("--unshare-user", "--unshare-net"), "the container must allow CLONE_NEWNET"),
+    ("ipc/uts namespaces", ("--unshare-user", "--unshare-ipc", "--unshare-uts"),
+     "the container must allow CLONE_NEWIPC/NEWUTS"),
+    ("--die-with-parent / --new-session", ("--unshare-user", "--die-with-parent", "--new-session"),
+     "upgrade bubblewrap to 0.4 or newer"),
+)
+
+
+@functools.lru_cache(maxsize=1)
+def _probe() -> tuple[bool, str, bool]:
+    """(ok, reason, supports --disable-userns); cached because the host does not change under us."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return False, f"bubblewrap (`bwrap`) is not on PATH; {_INSTALL_HINT}", False
+    for feature, args, fix in _REQUIRED_FEATURES:
+        ok, err = _run_probe(bwrap, args)
+        if not ok:
+            return False, f"bwrap at {bwrap} cannot use {feature} here ({err or 'no message'}); {fix}", False
+    disable_userns, _ = _run_probe(bwrap, ("--unshare-user", "--disable-userns"))
+    return True, f"bwrap at {bwrap} works (user, pid, net, ipc, uts namespaces)", disable_userns
+
+
+def _system_mounts() -> list[str]:
+    """Read-only /usr plus /bin, /lib* mirrored as symlinks or binds, exactly as the host has them."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in _ROOT_LINKS:
+        host = Path("/") / name
+        if host.is_symlink():
+            args += ["--symlink", os.readlink(host), f"/{name}"]
+        elif host.is_dir():
+            args += ["--ro-bind", str(host), f"/{name}"]
+    return args
+
+
+@functools.lru_cache(maxsize=64)
+def _root_only_entries(top: str) -> tuple[tuple[str, bool], ...]:
+    """(path, is_dir) under `top` that "other" users may not read; scanned once per process."""
+    found: list[tuple[str, bool]] = []
+    pending = [top]
+    while pending:
+        current = pending.pop()
+        try:
+            entries = list(os.scandir(current))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError:
+                continue
+            if stat.S_ISDIR(mode):
+                if not (mode & stat.S_IROTH and mode & stat.S_IXOTH):
+                    found.append((entry.path, True))
+                else:
+                    pending.append(entry.path)
+            elif stat.S_ISREG(mode) and not mode & stat.S_IROTH:
+                found.append((entry.path, False))
+    return tuple(sorted(found))
+
+
+def _mask_args(sources: Sequence[str]) -> list[str]:
+    """Hide root-only entries of read-only binds; only needed when bwrap runs as host root."""
+    if os.geteuid() != 0:
+        return []
+    args: list[str] = []
+    for source in sources:
+        if not os.path.isdir(source):
+            if os.path.isfile(source) and not os.stat(source).st_mode & stat.S_IROTH:
+                args += ["--ro-bind", "/dev/null", source]
+            continue
+        for path, is_dir in _root_only_entries(os.path.realpath(source)):
+            shown = source + path[len(os.path.realpath(source)):]
+            args += ["--tmpfs", shown, "--remount-ro", shown] if is_dir else ["--ro-bind", "/dev/null", shown]
+    return args
+
+
+def remove_tree(path: Path) -> None:
+    """rmtree that also removes read-only files and directories (task data is often mode 0444/0555)."""
+
+    def _retry(func, target, _exc):  # type: ignore[no-untyped-def]
+        parent = os.path.dirname(target)
+        for p in (parent, target):
+            try:
+                os.chmod(p, os.stat(p).st_mode | stat.S_IWUSR | stat.S_IXUSR | stat.S_IRUSR)
+            except OSError:
+                pass
+        func(target)
+
+    if path.exists() or path.is_symlink():
+        shutil.rmtree(path, onerror=_retry)
+
+
+class _CappedReader(threading.Thread):
+    """Drain a pipe to EOF, keeping the first `limit` bytes so the child never blocks on output."""
+
+    def __init__(self, stream: io.BufferedReader, limit: int) -> None:
+        super().__init__(daemon=True)
+        self.stream, self.limit = stream, limit
+        self.data = bytearray()
+        self.dropped = 0
+
+    def run(self) -> None:
+        try:
+            while chunk := self.stream.read1(_READ_CHUNK):
+                room = self.limit - len(self.data)
+                if room > 0:
+                    self.data += chunk[:room]
+                self.dropped += max(0, len(chunk) - max(room, 0))
+        except (OSError, ValueError):
+            pass
+
+
+def _feed_stdin(stream: IO[bytes], data: bytes) -> None:
+    try:
+        stream.write(data)
+    except (BrokenPipeError, OSError, ValueError):
+        pass  # the command exited without reading everything; that is its business
+    finally:
+        try:
+            stream.close()
+        except OSError:
+            pass
+
+
+class BwrapSandbox:
+    """Runs commands with `work_dir` as the writable, persistent `/task`; see the module doc."""
+
+    def __init__(
+        self,
+        work_dir: Path,
+        *,
+        network: bool = False,
+        timeout_seconds: float = 60.0,
+        max_output_bytes: int = 100_000,
+        ro_binds: Sequence[Path | str] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        if timeout_seconds <= 0:
+            raise ValueError(f"BwrapSandbox timeout_seconds must be > 0, got {timeout_seconds}")
+        if max_output_bytes <= 0:
+            raise ValueError(f"BwrapSandbox max_output_bytes must be > 0, got {max_output_bytes}")
+        self.work_dir = Path(work_dir).resolve()
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.ro_binds = [Path(p).resolve() for p in ro_binds]
+        for path in self.ro_binds:
+            if not path.exists():
+                raise ValueError(f"BwrapSandbox ro_binds: {path} does not exist on the host")
+        self.network = network
+        self.timeout_seconds = float(timeout_seconds)
+        self.max_output_bytes = int(max_output_bytes)
+        self.env = {
+            "PATH": SANDBOX_PATH, "HOME": HOME_MOUNT, "USER": SANDBOX_USER, "LOGNAME": SANDBOX_USER,
+            "SHELL": "/bin/bash", "LANG": "C.UTF-8", "TERM": "dumb", "TMPDIR": "/tmp", "PYTHONUNBUFFERED": "1",
+        }
+        self.env.update(env or {})
+        self._scratch = Path(tempfile.mkdtemp(prefix="qitos-sandbox-"))
+        self._finalizer = weakref.finalize(self, remove_tree, self._scratch)
+        self._write_identity_files()
+
+    # -- public ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def available() -> tuple[bool, str]:
+        """Whether bwrap can build our sandbox here, and why not (naming the fix) when it cannot."""
+        ok, reason, _ = _probe()
+        return ok, reason
+
+    def run(
+        self,
+        command: str | Sequence[str],
+        *,
+        timeout_seconds: float | None = None,
+        stdin: str | None = None,
+    ) -> SandboxResult:
+        """Run one command in `/task`. A string goes to `bash -lc`; a sequence is an argv, run as is."""
+        ok, reason, _ = _probe()
+        if not ok:
+            raise SandboxUnavailable(reason)
+        if self._finalizer.alive is False:
+            raise SandboxSetupError("BwrapSandbox.run called after close()")
+        argv = ["/bin/bash", "-lc", command] if isinstance(command, str) else [str(a) for a in command]
+        if not argv:
+            raise ValueError("BwrapSandbox.run: empty command")
+        limit = self.timeout_seconds if timeout_seconds is None else float(timeout_seconds)
+        if limit <= 0:
+            raise ValueError(f"BwrapSandbox.run timeout_seconds must be > 0, got {limit}")
+        return self._execute(argv, limit, stdin)
+
+    def close(self) -> None:
+        """Delete this sandbox's private /tmp and home. The work dir is the caller's and stays."""
+        self._finalizer()
+
+    def __enter__(self) -> BwrapSandbox:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def bwrap_args(self) -> list[str]:
+        """The bwrap options (without the command); public so failures can be reproduced by hand."""
+        _, _, disable_userns = _probe()
+        args = [
+            "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox",
+            "--cap-drop", "ALL", "--die-with-parent", "--new-session",
+        ]
+        if disable_userns:
+            args.append("--disable-userns")
+        if not self.network:
+            args.append("--unshare-net")
+        args += _system_mounts()
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        real_dirs = [f"/{n}" for n in _ROOT_LINKS if Path(f"/{n}").is_dir() and not Path(f"/{n}").is_symlink()]
+        read_only = ["/usr", *real_dirs]
+        for name in _ETC_ENTRIES + (_NETWORK_ETC_ENTRIES if self.network else ()):
+            if os.path.exists(f"/etc/{name}"):
+                args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+                read_only.append(f"/etc/{name}")
+        for name in ("passwd", "group") + (() if self.network else ("hosts",)):
+            args += ["--ro-bind", str(self._scratch / name), f"/etc/{name}"]
+        # /tmp and home first, so ro_binds that live under the host's /tmp land on top of them.
+        args += ["--bind", str(self._scratch / "tmp"), "/tmp", "--bind", str(self._scratch / "home"), HOME_MOUNT]
+        for path in self.ro_binds:
+            args += ["--ro-bind", str(path), str(path)]
+            read_only.append(str(path))
+        args += _mask_args(read_only)
+        args += [
+            "--bind", str(self.work_dir), WORK_MOUNT,
+            "--chdir", WORK_MOUNT,
+            "--remount-ro", "/",
+        ]
+        return args
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _write_identity_files(self) -> None:
+        (self._scratch / "tmp").mkdir()
+        (self._scratch / "home").mkdir()
+        (self._scratch / "tmp").chmod(0o1777)
+        uid = SANDBOX_UID
+        (self._scratch / "passwd").write_text(
+            f"root:x:0:0:root:/root:/bin/bash\n{SANDBOX_USER}:x:{uid}:{uid}:sandbox:{HOME_MOUNT}:/bin/bash\n"
+            "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+        )
+        (self._scratch / "group").write_text(f"root:x:0:\n{SANDBOX_USER}:x:{uid}:\nnogroup:x:65534:\n")
+        (self._scratch / "hosts").write_text("127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost\n")
+
+    def _execute(self, argv: list[str], limit: float, stdin: str | None) -> SandboxResult:
+        bwrap = shutil.which("bwrap") or "bwrap"
+        started_r, started_w = os.pipe()
+        # The marker byte proves bwrap finished its setup and reached our command, so a bwrap
+        # error is never mistaken for the command's own failure.
+        fd = started_w
+        launcher = ["/bin/bash", "-c", f'printf 1 >&{fd}; exec {fd}>&-; exec "$@"', "bash", *argv]
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                [bwrap, *self.bwrap_args(), "--", *launcher],
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self.env,
+                pass_fds=(started_w,),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            os.close(started_r)
+            os.close(started_w)
+            raise SandboxUnavailable(f"could not start {bwrap}: {exc}; {_INSTALL_HINT}") from exc
+        os.close(started_w)
+        assert proc.stdout is not None and proc.stderr is not None
+        streams = (proc.stdout, proc.stderr)
+        readers = [_CappedReader(cast(io.BufferedReader, s), self.max_output_bytes) for s in streams]
+        for reader in readers:
+            reader.start()
+        if stdin is not None and proc.stdin is not None:
+            threading.Thread(target=_feed_stdin, args=(proc.stdin, stdin.encode()), daemon=True).start()
+        timed_out = False
+        try:
+            proc.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+        except BaseException:
+            _kill_group(proc)
+            raise
+        finally:
+            for reader in readers:
+                reader.join(timeout=5)
+            with os.fdopen(started_r, "rb") as marker:
+                reached_command = marker.read(1) == b"1"
+        duration = time.monotonic() - start
+        out, err = readers
+        stderr_text = err.data.decode("utf-8", errors="replace")
+        if not reached_command and not timed_out:
+            raise SandboxSetupError(
+                f"bwrap could not set up the sandbox for work dir {self.work_dir}: {stderr_text.strip()}\n"
+                f"bwrap options: {shlex.join(self.bwrap_args())}"
+            )
+        return SandboxResult(
+            exit_code=None if timed_out else proc.returncode,
+            stdout=out.data.decode("utf-8", errors="replace"),
+            stderr=stderr_text,
+            timed_out=timed_out,
+            truncated=bool(out.dropped or err.dropped),
+            duration_seconds=round(duration, 3),
+        )
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL bwrap's process group; --die-with-parent then tears down the whole pid namespace."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
