@@ -1,0 +1,48 @@
+"""Desktop test fixtures: skip cleanly where no X tooling exists, and prove no process outlives the session.
+
+Every process the session starts inherits a unique marker in its environment, so the leak check finds exactly
+our Xvfb/openbox/app processes even when other test sessions on the machine run their own desktops.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from qitos.benchmark.desktop import requirements
+
+from .procs import MARKER, marked_processes
+
+
+@pytest.fixture(scope="session")
+def session_token() -> str:
+    return os.environ[MARKER]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_leftover_processes() -> Iterator[None]:
+    """Mark the session, run it, then fail if any desktop/app process we started is still alive."""
+    token = uuid.uuid4().hex
+    previous = os.environ.get(MARKER)
+    os.environ[MARKER] = token
+    yield
+    leftovers = [p for p in marked_processes(token) if any(k in p[1] for k in ("Xvfb", "openbox", "qitos"))]
+    if previous is None:
+        os.environ.pop(MARKER, None)
+    else:
+        os.environ[MARKER] = previous
+    assert not leftovers, f"processes left running after the desktop tests: {leftovers}"
+
+
+@pytest.fixture(scope="session")
+def desktop_ready() -> None:
+    """Skip (or fail under QITOS_REQUIRE_DESKTOP=1) when Xvfb, openbox, xdotool or tkinter are missing."""
+    missing = requirements()
+    if missing:
+        message = "desktop tests need: " + "; ".join(missing)
+        if os.environ.get("QITOS_REQUIRE_DESKTOP") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
