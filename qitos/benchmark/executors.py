@@ -24,10 +24,18 @@ OnResult = Callable[[Task, int, BenchmarkRunResult | None], None]
 
 
 def run_local(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: int, on_result: OnResult) -> None:
-    """Run jobs with at most `concurrency` in flight; Ctrl-C cancels in-flight jobs cleanly."""
+    """Run jobs with at most `concurrency` in flight; Ctrl-C cancels in-flight jobs cleanly.
+
+    Each worker reports its own row (`on_result` is thread-safe), so the durable appends of
+    rows finishing together share one disk flush instead of queueing behind the main thread.
+    """
     pending = iter(jobs)
+
+    def work(task: Task, trial: int) -> None:
+        on_result(task, trial, run_job(ctx, task, trial))
+
     with cf.ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="qitos-job") as pool:
-        in_flight: dict[cf.Future, tuple[Task, int]] = {}
+        in_flight: set[cf.Future] = set()
 
         def fill() -> None:
             while len(in_flight) < concurrency and not ctx.cancel_event.is_set():
@@ -35,21 +43,20 @@ def run_local(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: in
                     task, trial = next(pending)
                 except StopIteration:
                     return
-                in_flight[pool.submit(run_job, ctx, task, trial)] = (task, trial)
+                in_flight.add(pool.submit(work, task, trial))
 
         try:
             fill()
             while in_flight:
                 done, _ = cf.wait(in_flight, timeout=0.25, return_when=cf.FIRST_COMPLETED)
                 for future in done:
-                    task, trial = in_flight.pop(future)
-                    on_result(task, trial, future.result())
+                    in_flight.discard(future)
+                    future.result()
                 fill()
         except KeyboardInterrupt:
             ctx.cancel_event.set()
-            for future, (task, trial) in list(in_flight.items()):
-                row = future.result()  # engines see the event and finalize their traces as cancelled
-                on_result(task, trial, row)
+            for future in list(in_flight):
+                future.result()  # engines see the event and finalize their traces as cancelled
             raise
 
 

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Iterator
 from pydantic import BaseModel, Field
 
 from qitos.models.base import Usage
+from qitos.trace.durability import FLUSHER
 
 # Rows with these stop reasons do not count as done for resume.
 NOT_DONE_REASONS = frozenset({"cancelled", "not_executed"})
@@ -113,7 +114,8 @@ class ResultsFile:
             with open(self.path, "a", encoding="utf-8") as fh:
                 fh.write(line)
                 fh.flush()
-                os.fsync(fh.fileno())
+            ticket = FLUSHER.mark_dirty(self.path)
+        FLUSHER.sync(ticket)  # durable before we report the row as saved; concurrent appends share one flush
 
     def rewrite_without(self, drop: Iterable[tuple[str, int]]) -> int:
         """Atomically remove rows for the given (task_id, trial) pairs; returns how many were dropped."""

@@ -81,7 +81,7 @@ class Engine:
         experiment_spec: ExperimentSpec | None = None,
         cancel_event: threading.Event | None = None,
         redactor: Redactor | None = None,
-        fsync: bool = True,
+        fsync: bool | str = "group",
         executor: str = "local",
         on_step: Callable[[int, RunSummary], None] | None = None,
     ) -> None:

@@ -1,9 +1,11 @@
 """TraceWriter: appends events and steps as they happen and keeps `manifest.json` current.
 
-Durability rules (the trace contract): the manifest is rewritten atomically (temp file, fsync,
+Durability rules (the trace contract): the manifest is rewritten atomically (temp file, then
 rename) at start, after every step and at the end; every JSONL line is written whole and
-flushed, so a SIGKILL leaves a valid manifest and whole lines. `finalize()` is idempotent and is
-called on every exit path by the engine.
+flushed, so a SIGKILL leaves a valid manifest and whole lines. Disk flushes are group-committed
+(see `durability.py`): within ~50 ms in the background, and synchronously when the run ends.
+`fsync="always"` restores a flush per write. `finalize()` is idempotent and is called on every
+exit path by the engine.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from .durability import FLUSHER
 from .redact import Redactor
 from .schema import SCHEMA_VERSION, Manifest, OfficialCheck, RunSummary
 
+_HOST = socket.gethostname()
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -41,13 +45,19 @@ def new_run_id(prefix: str, task_id: str, trial: int = 0) -> str:
     return f"{sanitize(prefix, 30)}_{sanitize(task_id)}_{trial}_{stamp}_{secrets.token_hex(3)}"
 
 
+_CHECKED_DIRS: set[str] = set()
+
+
 def ensure_writable_dir(path: Path) -> Path:
-    """Create `path` and prove it is writable, or raise TraceDirError naming the fix."""
+    """Create `path` and prove it is writable (once per process), or raise TraceDirError naming the fix."""
+    if str(path) in _CHECKED_DIRS and path.is_dir():
+        return path
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / f".qitos-write-probe-{os.getpid()}-{secrets.token_hex(4)}"
         probe.write_text("ok")
         probe.unlink()
+        _CHECKED_DIRS.add(str(path))
     except OSError as exc:
         raise TraceDirError(
             f"cannot write traces to '{path}': {exc.strerror or exc}. "
@@ -61,13 +71,16 @@ def _dumps(record: Any) -> str:
 
 
 class TraceWriter:
-    def __init__(self, logdir: Path | str, run_id: str, redactor: Redactor | None = None, fsync: bool = True) -> None:
+    def __init__(self, logdir: Path | str, run_id: str, redactor: Redactor | None = None,
+                 fsync: bool | str = "group") -> None:
         self.logdir = ensure_writable_dir(Path(logdir))
         self.run_id = run_id
         self.run_dir = self.logdir / run_id
         self.run_dir.mkdir(parents=True, exist_ok=False)
         self.redactor = redactor or Redactor()
-        self.fsync = fsync
+        # "group" (default): batched background flushes + a synchronous one at the end;
+        # "always" (or True): flush every write; "never" (or False): leave it to the OS.
+        self.fsync = {True: "always", False: "never"}.get(fsync, fsync)  # type: ignore[arg-type]
         self._events = open(self.run_dir / "events.jsonl", "a", encoding="utf-8")
         self._steps = open(self.run_dir / "steps.jsonl", "a", encoding="utf-8")
         now = utc_now()
@@ -75,11 +88,12 @@ class TraceWriter:
             run_id=run_id,
             created_at=now,
             updated_at=now,
-            writer={"pid": os.getpid(), "host": socket.gethostname()},
+            writer={"pid": os.getpid(), "host": _HOST},
         )
         self._seq = 0
         self._finalized = False
-        self.write_manifest()
+        # the first manifest is written by the caller once it has filled in the run's identity
+
 
     # -- appends ---------------------------------------------------------------------------
     def event(self, kind: str, phase: str, payload: dict[str, Any] | None = None, *, step_id: int | None = None,
@@ -101,7 +115,7 @@ class TraceWriter:
         """Append one finished step and rewrite the manifest (the durability point of a step)."""
         self._steps.write(_dumps(self.redactor.scrub(record)) + "\n")
         self._steps.flush()
-        if self.fsync:
+        if self.fsync == "always":
             os.fsync(self._events.fileno())
             os.fsync(self._steps.fileno())
         self.manifest.step_count += 1
@@ -111,20 +125,22 @@ class TraceWriter:
     def update(self, **fields: Any) -> None:
         """Set manifest fields (validated by the Manifest model) without writing yet."""
         for key, value in fields.items():
-            setattr(self.manifest, key, value)
+            setattr(self.manifest, key, self.redactor.scrub(value, key))
         self.manifest = Manifest.model_validate(self.manifest.model_dump())
 
     def write_manifest(self) -> None:
         self.manifest.updated_at = utc_now()
-        data = self.redactor.scrub(self.manifest.model_dump(mode="json"))
+        # fields are redacted when set (update/finalize), so each rewrite is a plain fast dump
         target = self.run_dir / "manifest.json"
         tmp = self.run_dir / f".manifest.json.{os.getpid()}.tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(data, ensure_ascii=False, indent=1, default=str))
+            fh.write(self.manifest.model_dump_json())
             fh.flush()
-            if self.fsync:
+            if self.fsync == "always":
                 os.fsync(fh.fileno())
         os.replace(tmp, target)
+        if self.fsync == "group":
+            FLUSHER.mark_dirty(self.run_dir)
 
     def finalize(self, status: str, summary: RunSummary, checks: list[OfficialCheck] | None = None) -> None:
         """Write the final manifest exactly once; later calls are ignored."""
@@ -133,10 +149,11 @@ class TraceWriter:
         self._finalized = True
         for fh in (self._events, self._steps):
             fh.flush()
-            if self.fsync:
+            if self.fsync == "always":
                 os.fsync(fh.fileno())
             fh.close()
         self.manifest.status = status  # type: ignore[assignment]
+        summary = RunSummary.model_validate(self.redactor.scrub(summary.model_dump(mode="json")))
         self.manifest.summary = summary
         self.manifest.token_usage = summary.token_usage
         self.manifest.latency_seconds = summary.latency_seconds
@@ -145,6 +162,8 @@ class TraceWriter:
             self.manifest.official_checks = checks
             self.manifest.official_run = all(c.passed for c in checks)
         self.write_manifest()
+        if self.fsync == "group":
+            FLUSHER.sync()  # the end of a run is a durability point
 
     @property
     def finalized(self) -> bool:

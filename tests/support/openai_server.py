@@ -101,3 +101,28 @@ class OpenAIServer:
     def __exit__(self, *exc: Any) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=5)
+
+
+def tool_workload(body: dict[str, Any]) -> Reply:
+    """Two-call workload: ask for the `lookup` tool, then answer once a tool result is in the messages."""
+    if any(m.get("role") == "tool" for m in body.get("messages", [])):
+        return Reply(text="The answer is 42.", prompt_tokens=60, completion_tokens=8)
+    return Reply(tool_calls=[{"name": "lookup", "arguments": {"key": "answer"}}], prompt_tokens=50, completion_tokens=12)
+
+
+def main() -> None:
+    """`python -m tests.support.openai_server --port P --latency S`: serve the tool workload until killed."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--latency", type=float, default=0.0)
+    args = parser.parse_args()
+    server = OpenAIServer(default=tool_workload, latency_seconds=args.latency)
+    server.port, server.base_url = args.port, f"http://127.0.0.1:{args.port}/v1"
+    server._server.config.port = args.port
+    server._server.run()
+
+
+if __name__ == "__main__":
+    main()

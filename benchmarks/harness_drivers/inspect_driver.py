@@ -1,0 +1,52 @@
+"""Inspect AI side of the harness benchmark (runs in its own venv): the same two-call tool workload.
+
+Prints one JSON line: {"harness": "inspect", "seconds": ..., "samples": ...}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+
+from inspect_ai import Task, eval
+from inspect_ai.dataset import Sample
+from inspect_ai.solver import generate, use_tools
+from inspect_ai.tool import tool
+
+
+@tool
+def lookup():
+    async def execute(key: str) -> str:
+        """Look up a value.
+
+        Args:
+            key: the key to look up
+        """
+        return "42"
+
+    return execute
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--samples", type=int, default=64)
+    parser.add_argument("--concurrency", type=int, default=16)
+    args = parser.parse_args()
+    os.environ.setdefault("OPENAI_API_KEY", "not-needed")
+    task = Task(dataset=[Sample(input=f"question {i}", target="42") for i in range(args.samples)],
+                solver=[use_tools(lookup()), generate()])
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        logs = eval(task, model="openai/bench-model", model_base_url=args.base_url, max_connections=args.concurrency,
+                    max_samples=args.concurrency, log_dir=tmp, display="none", max_retries=0)
+        seconds = time.perf_counter() - started
+        samples = len(logs[0].samples or []) if logs else 0
+    print(json.dumps({"harness": "inspect", "seconds": seconds, "samples": samples}))
+
+
+if __name__ == "__main__":
+    main()
