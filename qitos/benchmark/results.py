@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+
+import orjson
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+import orjson
 from pydantic import BaseModel, Field
 
 from qitos.models.base import Usage
@@ -59,9 +62,9 @@ class RowIssue:
 
 def normalize_row(raw: dict[str, Any]) -> dict[str, Any]:
     """Move unknown keys into metadata (tolerant reading of older or foreign rows)."""
-    extra = {k: v for k, v in raw.items() if k not in _FIELDS}
-    if not extra:
+    if raw.keys() <= _FIELDS:
         return raw
+    extra = {k: v for k, v in raw.items() if k not in _FIELDS}
     row = {k: v for k, v in raw.items() if k in _FIELDS}
     row["metadata"] = {**(raw.get("metadata") or {}), **extra}
     return row
@@ -69,13 +72,13 @@ def normalize_row(raw: dict[str, Any]) -> dict[str, Any]:
 
 def iter_rows(path: Path, issues: list[RowIssue] | None = None) -> Iterator[dict[str, Any]]:
     """Yield rows as plain dicts (fast path for eval); bad lines become RowIssues."""
-    with open(path, encoding="utf-8", errors="replace") as fh:
+    with open(path, "rb") as fh:
         for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
             try:
-                raw = json.loads(line)
-            except json.JSONDecodeError as exc:
+                raw = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                if not line.strip():
+                    continue
                 if issues is not None:
                     issues.append(RowIssue(str(path), number, f"not valid JSON ({exc.msg} at column {exc.colno})"))
                 continue
