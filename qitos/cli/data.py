@@ -1,0 +1,85 @@
+"""`qit data fetch | list | verify`: the benchmark data directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .errors import EXIT_RUN_FAILED, user_errors
+
+data_app = typer.Typer(help="Fetch, list and verify benchmark data (--data-dir, $QITOS_DATA_DIR, ~/.cache/qitos/data).",
+                       no_args_is_help=True)
+DataDir = Annotated[Optional[Path], typer.Option("--data-dir", help="data directory")]
+
+
+def _data_dir(data_dir: Path | None) -> Path:
+    from qitos.benchmark.base import default_data_dir
+
+    return (data_dir or default_data_dir()).expanduser()
+
+
+@data_app.command("list")
+@user_errors
+def list_(data_dir: DataDir = None) -> None:
+    """Show each known dataset, where it lives and whether it is present and verified."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from qitos.benchmark.data import GATED, sources, verify
+
+    root = _data_dir(data_dir)
+    table = Table(title=f"data directory: {root}")
+    for col in ("name", "status", "files", "source"):
+        table.add_column(col)
+    for name, source in sources().items():
+        report = verify(source, root)
+        status = "verified" if report.verified else ("absent" if not report.present else
+                                                     f"{len(report.missing)} missing, {len(report.mismatched)} changed")
+        table.add_row(name, status, f"{report.ok}/{len(source.files)} pinned", f"{source.archive.split('/archive/')[0]} @ {source.commit[:10]}")
+    for name in GATED:
+        present = (root / name).exists()
+        table.add_row(name, "present (your copy)" if present else "absent (gated: bring your own copy)", "-", "Hugging Face hub (gated)")
+    Console(soft_wrap=True).print(table)
+
+
+@data_app.command("verify")
+@user_errors
+def verify_cmd(name: Annotated[Optional[str], typer.Argument(help="dataset (default: all present)")] = None,
+               data_dir: DataDir = None) -> None:
+    """Check every pinned file's sha256."""
+    from qitos.benchmark.data import get_source, sources, verify
+
+    root = _data_dir(data_dir)
+    chosen = [get_source(name)] if name else [s for s in sources().values() if (root / s.name).exists()]
+    bad = False
+    for source in chosen:
+        report = verify(source, root)
+        if not report.present:
+            typer.echo(f"{source.name}: absent at {report.path}; run `qit data fetch {source.name}`")
+            bad = True
+        elif report.verified:
+            typer.echo(f"{source.name}: verified ({report.ok} files match their pinned sha256)")
+        else:
+            bad = True
+            typer.echo(f"{source.name}: {len(report.mismatched)} changed, {len(report.missing)} missing")
+            for rel in (report.mismatched + report.missing)[:10]:
+                typer.echo(f"  {rel}")
+    if bad:
+        raise typer.Exit(EXIT_RUN_FAILED)
+
+
+@data_app.command("fetch")
+@user_errors
+def fetch_cmd(name: Annotated[str, typer.Argument(help="dataset: tau-bench, cybench, osworld")], data_dir: DataDir = None) -> None:
+    """Download a dataset at its pinned commit, install it and verify every checksum (resumable)."""
+    from qitos.benchmark.data import fetch
+
+    root = _data_dir(data_dir)
+
+    def progress(done: int, total: int | None) -> None:
+        typer.echo(f"\rdownloaded {done / 1e6:.1f} MB" + (f" of {total / 1e6:.1f} MB" if total else ""), nl=False)
+
+    report = fetch(name, root, progress)
+    typer.echo(f"\n{name}: verified at {report.path} ({report.ok} files)")

@@ -1,0 +1,108 @@
+"""`qit data`: pinned sources, resumable download from a real loopback server, sha256 verification."""
+
+import http.server
+import io
+import json
+import tarfile
+import threading
+from pathlib import Path
+
+import pytest
+
+from qitos.benchmark.data import Source, download, fetch, get_source, sources, verify
+from qitos.benchmark.errors import BenchmarkUsageError
+from tests.conftest import require_data
+from tests.platform.conftest import qit
+from tests.support.openai_server import free_port
+
+
+class RangeHandler(http.server.BaseHTTPRequestHandler):
+    """Serves one in-memory archive, honouring `Range: bytes=N-` like GitHub's CDN."""
+
+    payload = b""
+    requests: list = []
+
+    def do_GET(self):  # noqa: N802 - http.server API
+        RangeHandler.requests.append(self.headers.get("Range"))
+        start = 0
+        if self.headers.get("Range"):
+            start = int(self.headers["Range"].split("=")[1].rstrip("-"))
+            self.send_response(206)
+        else:
+            self.send_response(200)
+        body = self.payload[start:]
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def archive_server():
+    port = free_port()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), RangeHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{port}/archive.tar.gz"
+    server.shutdown()
+
+
+def osworld_archive(data: Path, tamper: bool = False) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for rel in get_source("osworld").files:
+            content = (data / rel).read_bytes()
+            if tamper and rel.endswith("test_small.json"):
+                content += b" "
+            info = tarfile.TarInfo(f"OSWorld-89426951/{rel}")
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+    return buffer.getvalue()
+
+
+def test_pinned_sources_verify_the_shared_data():
+    root = require_data("osworld").parent
+    for name in ("tau-bench", "cybench", "osworld"):
+        report = verify(sources()[name], root)
+        assert report.verified, (name, report.missing[:3], report.mismatched[:3])
+
+
+def test_fetch_resumes_a_partial_download_and_verifies(tmp_path, archive_server):
+    data = require_data("osworld")
+    RangeHandler.payload = osworld_archive(data)
+    RangeHandler.requests = []
+    source = Source(**{**vars(get_source("osworld")), "archive": archive_server})
+    cache = tmp_path / "data" / ".downloads"
+    cache.mkdir(parents=True)
+    half = len(RangeHandler.payload) // 2
+    (cache / f"osworld-{source.commit[:12]}.tar.gz.part").write_bytes(RangeHandler.payload[:half])
+    report = fetch("osworld", tmp_path / "data", source=source)
+    assert report.verified and report.ok == len(source.files)
+    assert RangeHandler.requests == [f"bytes={half}-"]
+    assert json.loads((tmp_path / "data" / "osworld" / "evaluation_examples" / "test_all.json").read_text())
+
+
+def test_fetch_refuses_a_changed_upstream(tmp_path, archive_server):
+    RangeHandler.payload = osworld_archive(require_data("osworld"), tamper=True)
+    source = Source(**{**vars(get_source("osworld")), "archive": archive_server})
+    with pytest.raises(BenchmarkUsageError, match="do not match the pinned sha256"):
+        fetch("osworld", tmp_path / "data", source=source)
+
+
+def test_offline_download_is_a_clear_error(tmp_path):
+    with pytest.raises(BenchmarkUsageError, match="Without internet"):
+        download(f"http://127.0.0.1:{free_port()}/x.tar.gz", tmp_path / "x.tar.gz")
+
+
+def test_cli_list_verify_and_gated_gaia(tmp_path):
+    root = require_data("osworld").parent
+    listed = qit("data", "list", "--data-dir", root, cwd=tmp_path)
+    assert listed.returncode == 0 and "verified" in listed.stdout and "gaia" in listed.stdout
+    ok = qit("data", "verify", "--data-dir", root, cwd=tmp_path)
+    assert ok.returncode == 0 and "tau-bench: verified" in ok.stdout
+    gaia = qit("data", "fetch", "gaia", "--data-dir", tmp_path, cwd=tmp_path)
+    assert gaia.returncode == 2 and "gated" in gaia.stderr
+    empty = qit("data", "verify", "cybench", "--data-dir", tmp_path, cwd=tmp_path)
+    assert empty.returncode == 1 and "qit data fetch cybench" in empty.stdout
