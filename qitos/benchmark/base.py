@@ -119,6 +119,14 @@ class BenchmarkAdapter:
     def prepare(self, task: Task, trial: int, load: LoadOptions, workdir: Path) -> TaskRuntime:
         return TaskRuntime(workdir=workdir)
 
+    def probe_runtime(self, task: Task, load: LoadOptions, workdir: Path) -> TaskRuntime:
+        """A runtime good enough to build the recipe's agent (to learn the RunSpec) without side effects.
+
+        Adapters whose `prepare` touches something real (a VM, a service) override this so the first
+        task is not set up twice.
+        """
+        return self.prepare(task, 0, load, workdir)
+
     def evaluate(self, task: Task, result: "RunResult", runtime: TaskRuntime) -> Evaluation:
         raise NotImplementedError
 

@@ -66,7 +66,7 @@ def _probe_run_spec(ctx: JobContext, tasks: list[Task], model) -> RunSpec:
         task = prepared_task(adapter, cfg, task)
         with tempfile.TemporaryDirectory(prefix="qitos-probe-") as tmp:
             try:
-                runtime = adapter.prepare(task, 0, cfg.load, Path(tmp))
+                runtime = adapter.probe_runtime(task, cfg.load, Path(tmp))
             except Exception:  # noqa: BLE001 - the job itself will report the setup failure
                 continue
             try:

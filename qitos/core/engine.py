@@ -46,6 +46,16 @@ class RunResult(BaseModel):
     official_run: bool = False
 
 
+def _without_images(message: dict[str, Any]) -> dict[str, Any]:
+    """The message with image parts replaced by a placeholder (screenshots belong in visual_assets, not events)."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return message
+    parts = [{"type": "image_url", "image_url": "[image omitted]"} if isinstance(p, dict) and p.get("type") == "image_url" else p
+             for p in content]
+    return {**message, "content": parts}
+
+
 def hash_json(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -194,7 +204,7 @@ class _Run:
             self.w.event("model_request", "DECIDE", {
                 "messages_hash": model_input_hash, "message_count": len(messages),
                 "tool_names": agent.tools.names() if tools else [], "params": self.e.model.params,
-                "last_message": messages[-1] if messages else None,
+                "last_message": _without_images(messages[-1]) if messages else None,
             }, step_id=step_id)
             response = self.e.model.complete(messages, tools, on_event=self._sink(step_id, "DECIDE"))
             self._account(response)

@@ -1,0 +1,185 @@
+"""`OsworldEnv`: the engine-facing environment of one OSWorld task on a running desktop provider.
+
+The engine drives it through its optional hooks: `bind_events` (each executed action becomes an `env_step`
+event holding the exact command sent to the VM), `reset` (first observation), `is_terminal` (DONE or FAIL
+ends the episode → stop reason `env_terminal`), `step_summary` (the step's `state_diff`) and
+`take_visual_assets` (screenshots are written into the run directory, so traces stay self-contained).
+The recipe's `computer` tool calls `step`, and reads `observation` for the screenshot and accessibility tree.
+
+The env never closes the provider: the engine closes the env before the adapter evaluates, and evaluation
+still needs the desktop. The adapter's `cleanup` closes the provider.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from .actions import Computer13Action, action_command, action_kind, parse_action
+from .provider import Provider
+from .tasks import OSWorldTask
+
+ObservationType = Literal["screenshot_a11y_tree", "screenshot", "a11y_tree"]
+OBSERVATION_TYPES: tuple[str, ...] = ("screenshot_a11y_tree", "screenshot", "a11y_tree")
+TERMINAL_KINDS = frozenset({"DONE", "FAIL"})
+EventSink = Callable[[str, dict[str, Any]], None]
+
+
+class ActionRejected(ValueError):
+    """The agent's action is malformed or failed in the VM; the message is shown to the agent."""
+
+
+@dataclass
+class Observation:
+    """What the desktop looked like after `step` actions; `error` says why a part could not be captured."""
+
+    step: int
+    screenshot: bytes | None = None
+    accessibility_tree: str | None = None
+    error: str | None = None
+
+
+def describe_action(action: Computer13Action | str) -> str:
+    """A one-line, human-readable form of an action, for observations and trace summaries."""
+    if isinstance(action, Computer13Action):
+        params = ", ".join(f"{k}={v!r}" for k, v in action.parameters.items())
+        return f"{action.action_type}({params})"
+    text = action.strip()
+    return text if text in ("WAIT", "FAIL", "DONE") else f"pyautogui code ({len(text)} chars)"
+
+
+class OsworldEnv:
+    """One episode: observe, execute computer_13 (or pyautogui) actions, stop on DONE/FAIL.
+
+    `settle_seconds` is the pause between an action and the next screenshot so the desktop can redraw
+    (upstream waits too); terminal actions are observed without waiting.
+    """
+
+    def __init__(
+        self,
+        task: OSWorldTask,
+        provider: Provider,
+        *,
+        observation_type: ObservationType = "screenshot_a11y_tree",
+        settle_seconds: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if observation_type not in OBSERVATION_TYPES:
+            raise ValueError(f"observation type '{observation_type}' is not one of {', '.join(OBSERVATION_TYPES)}")
+        if settle_seconds < 0:
+            raise ValueError(f"settle_seconds must be >= 0, got {settle_seconds}")
+        self.task = task
+        self.provider = provider
+        self.observation_type = observation_type
+        self.settle_seconds = settle_seconds
+        self._sleep = sleep
+        self._events: EventSink | None = None
+        self.actions: list[dict[str, Any] | str] = []
+        self.observation: Observation | None = None
+        self._pending: list[Observation] = []
+        self._summary: dict[str, Any] | None = None
+        self._terminal = False
+        self.closed = False
+
+    # -- engine hooks ------------------------------------------------------------------------------
+    def bind_events(self, sink: EventSink) -> None:
+        self._events = sink
+
+    def reset(self, task: Any = None) -> Observation:
+        """Start the episode (setup already ran in the adapter's `prepare`): capture the first observation."""
+        self.actions, self._pending, self._terminal, self._summary = [], [], False, None
+        return self._observe()
+
+    def is_terminal(self) -> bool:
+        return self._terminal
+
+    def step_summary(self) -> dict[str, Any] | None:
+        summary, self._summary = self._summary, None
+        return summary
+
+    def take_visual_assets(self, run_dir: Path | str) -> list[dict[str, str]]:
+        """Write the screenshots captured since the last call to `<run_dir>/screens/step_NNN.png`."""
+        assets = []
+        for obs in self._pending:
+            if obs.screenshot is None:
+                continue
+            relative = Path("screens") / f"step_{obs.step:03d}.png"
+            target = Path(run_dir) / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(obs.screenshot)
+            assets.append({"kind": "screenshot", "path": relative.as_posix(), "mime_type": "image/png"})
+        self._pending = []
+        return assets
+
+    def close(self) -> None:
+        self.closed = True
+
+    # -- acting ------------------------------------------------------------------------------------
+    @property
+    def last_action(self) -> dict[str, Any] | str | None:
+        return self.actions[-1] if self.actions else None
+
+    def step(self, action: dict[str, Any] | str) -> str:
+        """Execute one action and observe; returns the text shown to the agent. Raises ActionRejected."""
+        if self._terminal:
+            raise ActionRejected("the episode is over (DONE or FAIL was already sent); no further actions run")
+        try:
+            parsed = parse_action(action)
+        except (ValidationError, ValueError) as exc:
+            raise ActionRejected(f"invalid action: {_validation_text(exc)}") from None
+        kind = action_kind(parsed)
+        record = parsed.model_dump() if isinstance(parsed, Computer13Action) else parsed
+        command = action_command(parsed)
+        started = time.monotonic()
+        result = self.provider.execute_action(parsed)
+        self.actions.append(record)
+        self._terminal = kind in TERMINAL_KINDS
+        ok = result is None or result.ok
+        detail = None if result is None else (result.error or result.output or "").strip()[:500] or None
+        self._emit("env_step", {"action": record, "kind": kind, "command": command, "ok": ok, "detail": detail,
+                                "seconds": round(time.monotonic() - started, 3)})
+        if kind not in TERMINAL_KINDS and kind != "WAIT" and self.settle_seconds:  # WAIT already waited
+            self._sleep(self.settle_seconds)
+        obs = self._observe()
+        self._summary = {"action": describe_action(parsed), "kind": kind, "ok": ok, "terminal": self._terminal,
+                         "screenshot_bytes": len(obs.screenshot or b""),
+                         "a11y_tree_chars": len(obs.accessibility_tree or ""), "observation_error": obs.error}
+        if not ok:
+            raise ActionRejected(f"{describe_action(parsed)} failed in the VM: {detail or 'no detail'}")
+        if self._terminal:
+            return f"{kind} received: the episode is over."
+        return f"{describe_action(parsed)} executed."
+
+    # -- observing ---------------------------------------------------------------------------------
+    def _observe(self) -> Observation:
+        """Screenshot always (the trace keeps it); the tree only when the agent observes it."""
+        obs = Observation(step=len(self.actions))
+        errors = []
+        try:
+            obs.screenshot = self.provider.screenshot()
+        except Exception as exc:  # noqa: BLE001 - a missing frame is reported to the agent, not fatal
+            errors.append(f"screenshot failed: {exc}")
+        if self.observation_type != "screenshot":
+            try:
+                obs.accessibility_tree = self.provider.accessibility_tree()
+            except Exception as exc:  # noqa: BLE001 - same as above
+                errors.append(f"accessibility tree failed: {exc}")
+        obs.error = "; ".join(errors) or None
+        self.observation = obs
+        self._pending.append(obs)
+        return obs
+
+    def _emit(self, kind: str, payload: dict[str, Any]) -> None:
+        if self._events is not None:
+            self._events(kind, payload)
+
+
+def _validation_text(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'action'}: {e['msg']}" for e in exc.errors())
+    return str(exc)
