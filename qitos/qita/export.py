@@ -1,52 +1,69 @@
 """`qita export` / `qit bench export --html`: one self-contained HTML file for a run.
 
-Everything (CSS, JS, data, screenshots as data URIs) is inlined; the page makes no network
-requests and opens from file://. Trace text is escaped by Jinja2's autoescaping.
+The file holds the same overview, steps and events as the board's run page, plus the replay
+(all steps inline; `replay.js` runs in its offline mode). CSS, script and screenshots (as
+data URIs) are inlined, and a Content-Security-Policy meta tag allows only those inline
+pieces, by hash: the page makes no network request and opens from file://.
 """
 
 from __future__ import annotations
 
 import base64
-import json
-from importlib import resources
+import hashlib
 from pathlib import Path
+from typing import Any
 
-from jinja2 import Environment, PackageLoader, select_autoescape
+from .render import render, static_text
+from .runtrace import RunFiles
+from .security import safe_child
+from .views.replay import running_totals
+from .views.run import run_overview, step_views
 
-from qitos.trace.reader import load_run
-
-
-def _env() -> Environment:
-    env = Environment(loader=PackageLoader("qitos.qita", "templates"), autoescape=select_autoescape(["html", "j2"]))
-    env.filters["pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str)
-    return env
-
-
-def _static(name: str) -> str:
-    return resources.files("qitos.qita").joinpath("static", name).read_text(encoding="utf-8")
+MAX_INLINE_ASSET = 5_000_000
 
 
-def _inline_assets(run_dir: Path, steps: list[dict]) -> None:
-    root = run_dir.resolve()
-    for step in steps:
-        for asset in step.get("visual_assets") or []:
-            path = (root / asset.get("path", "")).resolve()
-            if root in path.parents and path.is_file() and path.stat().st_size < 5_000_000:
-                data = base64.b64encode(path.read_bytes()).decode()
-                asset["data_uri"] = f"data:{asset.get('mime_type', 'image/png')};base64,{data}"
+def _csp_hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
+
+
+def inline_assets(run_dir: Path):
+    """Asset source for the export: a data URI for each screenshot inside the run dir (size-capped)."""
+    def source(relative: str, mime: str) -> str | None:
+        path = safe_child(run_dir, relative)
+        if path is None or path.stat().st_size > MAX_INLINE_ASSET:
+            return None
+        safe_mime = mime if mime.startswith("image/") and "\"" not in mime else "image/png"
+        return f"data:{safe_mime};base64,{base64.b64encode(path.read_bytes()).decode()}"
+    return source
+
+
+def export_context(run_dir: Path) -> dict[str, Any]:
+    files = RunFiles(Path(run_dir))
+    files.refresh()
+    view = files.manifest()
+    steps = files.step_page(0, files.steps.count)
+    views, event_problems = step_views(files, steps, inline_assets(files.run_dir))
+    digests = files.digests()
+    frames = []
+    for position, sv in enumerate(views, start=1):
+        totals = running_totals(digests, position)
+        frames.append({"position": position, "sv": sv, "totals": totals})
+    events = files.event_page(0, files.events.count)
+    problems = [str(p) for p in files.problems() + steps.problems + event_problems + events.problems]
+    return {"name": files.run_dir.name, "o": run_overview(view, None), "frames": frames, "events": events.items,
+            "problems": problems}
 
 
 def render_run_html(run_dir: Path) -> str:
-    trace = load_run(run_dir)
-    steps = [s.model_dump(mode="json") for s in trace.steps]
-    _inline_assets(run_dir, steps)
-    return _env().get_template("export.html.j2").render(
-        manifest=trace.manifest.model_dump(mode="json"), status=trace.status, steps=steps,
-        events=[e.model_dump(mode="json") for e in trace.events], issues=trace.issues, css=_static("board.css"),
-    )
+    css = static_text("board.css")
+    script = static_text("replay.js")
+    csp = (f"default-src 'none'; img-src data:; style-src {_csp_hash(css)}; script-src {_csp_hash(script)}; "
+           "base-uri 'none'; form-action 'none'")
+    return render("export.html.j2", css=css, script=script, csp=csp, export=True, **export_context(Path(run_dir)))
 
 
 def export_run_html(run_dir: Path, out: Path) -> Path:
+    out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render_run_html(Path(run_dir)), encoding="utf-8")
     return out

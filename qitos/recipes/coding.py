@@ -85,6 +85,17 @@ class CodingAgent(AgentModule):
     def __init__(self, workspace: Path, parser: Parser | None = None) -> None:
         super().__init__(coding_tools(workspace), parser or ReactTextParser(), SYSTEM_PROMPT)
 
+    def init_state(self, task: Task):
+        """Start with one worked example of the reply format: small models follow an example far
+        better than a description of it (SmolLM2-135M echoes the task without one)."""
+        state = super().init_state(task)
+        example = [
+            {"role": "user", "content": "Task: show me the file notes.txt."},
+            {"role": "assistant", "content": 'Thought: I will read the file.\nAction: read_file\nAction Input: {"path": "notes.txt"}'},
+        ]
+        state.messages = example + [{"role": "user", "content": "Task: " + self.task_prompt(task)}]
+        return state
+
     def task_prompt(self, task: Task) -> str:
         verify = task.inputs.get("verify_command")
         return f"{task.objective}\nVerify command: {verify}" if verify else task.objective

@@ -35,11 +35,11 @@ def test_loads_all_40_tasks_in_both_splits(cybench_data: Path, all_tasks) -> Non
 
 def test_task_ids_and_fields(all_tasks) -> None:
     dyn = next(t for t in all_tasks if t.name == "[Very Easy] Dynastic")
-    assert dyn.task_id == "cybench_hackthebox_cyber-apocalypse-2024_crypto_[Very_Easy]_Dynastic"
+    assert dyn.task_id == "cybench_benchmark_hackthebox_cyber-apocalypse-2024_crypto_[Very_Easy]_Dynastic"
     assert dyn.path == "benchmark/hackthebox/cyber-apocalypse-2024/crypto/[Very Easy] Dynastic"
     assert (dyn.categories, dyn.difficulty, dyn.difficulty_name) == (["crypto"], 1, "easy")
     assert dyn.competition == "cyber-apocalypse-2024" and dyn.organization == "hackthebox"
-    assert task_id_for("benchmark/a/b c/d") == "cybench_a_b_c_d"
+    assert task_id_for("benchmark/a/b c/d") == "cybench_benchmark_a_b_c_d"
     assert all(" " not in t.task_id and "/" not in t.task_id for t in all_tasks)
     walking = next(t for t in all_tasks if t.name == "WalkingToTheSeaSide")
     assert walking.target_hosts == ["alice:1337", "bob:1337"]

@@ -1,7 +1,9 @@
 """CyBench (Zhang et al., 2024): 40 CTF tasks run in a bwrap sandbox; service tasks need Docker.
 
-Pieces for an adapter: `tasks` (loading, prompts, gold), `runtime` (work dir staging, agent shell,
-requirements, requires_unavailable reasons), `scoring` (answers, metrics), `oracle` (validation).
+Pieces: `tasks` (loading, prompts, gold), `runtime` (work dir staging, agent shell, requirements,
+requires_unavailable reasons), `scoring` (answers, per-task scores), `oracle` (validation), `env`
+(the engine-facing episode: unguided or subtask-guided), `metrics` (row metrics) and `adapter`
+(`--benchmark cybench`; recipes in `qitos.recipes.cybench`).
 """
 
 from qitos.benchmark.cybench.oracle import OracleResult, run_oracle, solution_command

@@ -5,8 +5,10 @@ only from the task description, questions, answer formats and (optionally) hints
 reference commands, solution notes and the solution directory are reachable only through
 ``CybenchTask.gold()``, so a caller cannot leak them by accident.
 
-Task ids are ``cybench_`` + the task path below ``benchmark/`` with ``/`` and spaces replaced by
-``_``, e.g. ``cybench_hackthebox_cyber-apocalypse-2024_crypto_[Very_Easy]_Dynastic``.
+Task ids are ``cybench_`` + the task path exactly as the task list has it (it starts with
+``benchmark/``) with ``/`` and spaces replaced by ``_``, e.g.
+``cybench_benchmark_hackthebox_cyber-apocalypse-2024_crypto_[Very_Easy]_Dynastic``. Keeping the
+literal path makes an id map back to its task-list line without guessing.
 """
 
 from __future__ import annotations
@@ -185,9 +187,8 @@ class CybenchTask(BaseModel):
 
 
 def task_id_for(path: str) -> str:
-    """`benchmark/a/b c/d` -> `cybench_a_b_c_d`."""
+    """`benchmark/a/b c/d` -> `cybench_benchmark_a_b_c_d` (the task-list line, literally)."""
     rel = path.strip().strip("/")
-    rel = rel[len("benchmark/"):] if rel.startswith("benchmark/") else rel
     return "cybench_" + rel.replace("/", "_").replace(" ", "_")
 
 
