@@ -48,6 +48,11 @@ def official_checks(spec: RunSpec, experiment: ExperimentSpec | None, run_dir: P
     else:
         checks.append(OfficialCheck(check="experiment_spec_present", passed=True, detail="not benchmark work"))
         checks.append(OfficialCheck(check="dataset_digest_recorded", passed=True, detail="not benchmark work"))
+    if benchmark_work:
+        recipe_official = spec.metadata.get("recipe_official", True)
+        checks.append(OfficialCheck(
+            check="official_recipe", passed=bool(recipe_official),
+            detail=f"recipe '{spec.metadata.get('recipe')}'" + ("" if recipe_official else " is a validator (e.g. an oracle), not a baseline")))
     real = spec.model_family not in NOT_REAL_MODEL_FAMILIES and spec.model_family is not None
     checks.append(OfficialCheck(
         check="real_model", passed=real,

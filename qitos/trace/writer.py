@@ -35,14 +35,17 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def sanitize(part: str, limit: int = 60) -> str:
-    return _UNSAFE.sub("-", part).strip("-")[:limit] or "x"
+def sanitize(part: str, limit: int = 60, keep: str = "head") -> str:
+    clean = _UNSAFE.sub("-", part).strip("-")
+    clean = clean[-limit:].lstrip("-") if keep == "tail" else clean[:limit]
+    return clean or "x"
 
 
 def new_run_id(prefix: str, task_id: str, trial: int = 0) -> str:
     """`<benchmark or agent>_<task id>_<trial>_<UTC yyyymmddTHHMMSS>_<6 hex>`: unique and sortable."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-    return f"{sanitize(prefix, 30)}_{sanitize(task_id)}_{trial}_{stamp}_{secrets.token_hex(3)}"
+    # long task ids keep their tail: the distinctive part (a task's name) usually comes last
+    return f"{sanitize(prefix, 30)}_{sanitize(task_id, keep='tail')}_{trial}_{stamp}_{secrets.token_hex(3)}"
 
 
 _CHECKED_DIRS: set[str] = set()

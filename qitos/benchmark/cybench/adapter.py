@@ -1,0 +1,332 @@
+"""`--benchmark cybench`: 40 CTF tasks in a bwrap sandbox, unguided or subtask-guided, scored as upstream.
+
+Flags: ``--root`` (a CyBench checkout holding task_list.txt; default ``<data_dir>/cybench``),
+``--split unguided|guided`` (default unguided), ``--subset`` (category, ``difficulty:N``,
+``file-only`` or ``service``, comma-separated; see ``tasks.load_tasks``), ``--variant hard|easy``
+(the task description upstream calls hard_prompt/easy_prompt; default hard). ``--option`` keys are
+listed in ``OPTION_HELP``.
+
+Task ids are ``cybench_`` + the task-list line with ``/`` and spaces as ``_`` (see ``tasks``).
+Reference answers sit in ``metadata["answers"]``, which ``Task.public_summary()`` drops, so they
+reach neither the prompt nor the trace manifest; the dataset digest still covers them.
+
+Budgets: unguided runs get 15 steps (upstream's 15 iterations; ``--max-steps`` changes it).
+Guided runs are bounded by the environment: ``subtask_iterations`` per subtask, then the answer is
+revealed and the next subtask starts. ``default_budget()`` cannot know the split, so ``prepare``
+(and ``probe_runtime``) raise a guided task's step budget to at least ``subtask_iterations`` x the
+largest subtask count of the split: every task's subtasks fit, and all rows of a batch share one
+RunSpec. A smaller ``--max-steps`` is raised too; shorten guided runs with ``subtask_iterations``.
+
+Service tasks (a target_host, plus diffecient and randsubware) need Docker; without it, or while
+QitOS does not start their containers, they end as ``requires_unavailable`` with the reason.
+
+Known data issue: SLCG's metadata.json flag (``..._aft3r_all}``) differs from its solution's flag
+(``metadata/solution/flag.txt``: ``..._aft3r_4ll}``). Scoring keeps upstream's metadata.json answer,
+as official CyBench scoring does, so the solution's flag scores 0 on SLCG.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from qitos.benchmark.base import (
+    BenchmarkAdapter,
+    Evaluation,
+    LoadOptions,
+    Recipe,
+    Requirement,
+    TaskRuntime,
+    filter_tasks,
+)
+from qitos.benchmark.cybench.env import CybenchEnv
+from qitos.benchmark.cybench.metrics import cybench_metrics
+from qitos.benchmark.cybench.runtime import (
+    CybenchRuntime,
+    docker_available,
+    requires_unavailable_reason,
+)
+from qitos.benchmark.cybench.scoring import extract_answer, score_task
+from qitos.benchmark.cybench.tasks import (
+    SPLITS,
+    SUBTASK_MAX_ITERATIONS,
+    TASK_LISTS,
+    UNGUIDED_MAX_ITERATIONS,
+    VARIANTS,
+    CybenchTask,
+    CybenchTaskError,
+    Split,
+    Variant,
+    load_task,
+    load_tasks,
+)
+from qitos.benchmark.errors import BenchmarkUsageError
+from qitos.benchmark.sandbox import WORK_MOUNT, BwrapSandbox
+from qitos.core.task import Budget, EnvSpec, Task
+
+if TYPE_CHECKING:
+    from qitos.core.engine import RunResult
+
+OPTION_HELP = {
+    "subtask_iterations": f"guided: iterations per subtask (default {SUBTASK_MAX_ITERATIONS})",
+    "command_timeout": "seconds one shell command may run before it is killed (default 120)",
+    "python_path": "host folders, ':'-separated, of extra Python packages for the sandbox "
+                   "(e.g. made with `pip install --target DIR pycryptodome`)",
+    "hints": "guided: true shows each subtask's hints with its question (default false)",
+    "memory_window": "react: latest responses and observations kept in the prompt (default 3)",
+    "oracle_timeout": "oracle: seconds the reference solution may run (default 300)",
+    "user_model": "ignored (CyBench has no simulated user)",
+}
+
+
+@dataclass(frozen=True)
+class CybenchOptions:
+    """The `--option KEY=VALUE` settings, parsed and checked once."""
+
+    subtask_iterations: int = SUBTASK_MAX_ITERATIONS
+    command_timeout: float = 120.0
+    python_path: tuple[Path, ...] = ()
+    hints: bool = False
+    memory_window: int = 3
+    oracle_timeout: float = 300.0
+
+    @classmethod
+    def from_load(cls, load: LoadOptions) -> CybenchOptions:
+        opts = {k: str(v) for k, v in load.options.items()}
+        unknown = sorted(set(opts) - set(OPTION_HELP))
+        if unknown:
+            known = "; ".join(f"{k}: {v}" for k, v in OPTION_HELP.items())
+            raise BenchmarkUsageError(f"--option {unknown[0]}=...: not a CyBench option; known options are {known}")
+        paths = tuple(Path(p).expanduser().resolve() for p in opts.get("python_path", "").split(":") if p.strip())
+        for path in paths:
+            if not path.is_dir():
+                raise BenchmarkUsageError(f"--option python_path: {path} is not a directory")
+        return cls(
+            subtask_iterations=_number(opts, "subtask_iterations", int, SUBTASK_MAX_ITERATIONS),
+            command_timeout=_number(opts, "command_timeout", float, 120.0),
+            python_path=paths,
+            hints=_flag(opts, "hints"),
+            memory_window=_number(opts, "memory_window", int, 3),
+            oracle_timeout=_number(opts, "oracle_timeout", float, 300.0),
+        )
+
+
+def _number(opts: dict[str, str], key: str, kind: type, default: Any) -> Any:
+    if key not in opts:
+        return default
+    try:
+        value = kind(opts[key])
+    except ValueError:
+        value = None
+    if value is None or value <= 0:
+        raise BenchmarkUsageError(f"--option {key}={opts[key]}: must be a positive {kind.__name__}")
+    return value
+
+
+def _flag(opts: dict[str, str], key: str) -> bool:
+    value = opts.get(key, "false").strip().lower()
+    if value not in ("true", "false", "1", "0", "yes", "no"):
+        raise BenchmarkUsageError(f"--option {key}={opts[key]}: use true or false")
+    return value in ("true", "1", "yes")
+
+
+def data_root(load: LoadOptions) -> Path:
+    """The CyBench checkout: --root, else <data_dir>/cybench; must hold task_list.txt."""
+    root = Path(load.root) if load.root else Path(load.data_dir) / "cybench"
+    if not (root / TASK_LISTS["unguided"]).is_file():
+        flag = "--root" if load.root else "--data-dir (or QITOS_DATA_DIR)"
+        raise BenchmarkUsageError(
+            f"{flag}: {root} is not a CyBench checkout (no task_list.txt); run `qit data fetch cybench` "
+            "or pass --root <folder with task_list.txt and benchmark/>")
+    return root
+
+
+def split_of(load: LoadOptions) -> Split:
+    split = load.split or "unguided"
+    if split not in SPLITS:
+        raise BenchmarkUsageError(f"--split {split}: CyBench has the splits {', '.join(SPLITS)}")
+    return split  # type: ignore[return-value]
+
+
+def variant_of(load: LoadOptions) -> Variant:
+    variant = load.variant or "hard"
+    if variant not in VARIANTS:
+        raise BenchmarkUsageError(f"--variant {variant}: CyBench has the prompt variants {', '.join(VARIANTS)}")
+    return variant  # type: ignore[return-value]
+
+
+@functools.lru_cache(maxsize=8)
+def max_subtasks(root: str, split: Split) -> int:
+    """The largest subtask count in a split (sets the uniform guided step budget)."""
+    return max(len(t.subtasks) for t in load_tasks(Path(root), split))
+
+
+class CybenchAdapter(BenchmarkAdapter):
+    name = "cybench"
+    description = "CyBench: 40 professional CTF tasks in a bwrap sandbox, unguided or subtask-guided"
+    default_split = "unguided"
+    default_recipe = "react"
+
+    # -- discovery -------------------------------------------------------------------------------
+    def splits(self, load: LoadOptions) -> dict[str, int | None]:
+        try:
+            root = data_root(load)
+        except BenchmarkUsageError:
+            return {s: None for s in SPLITS}
+        return {s: len(load_tasks(root, s)) for s in SPLITS}  # type: ignore[arg-type]
+
+    def requirements(self, load: LoadOptions) -> list[Requirement]:
+        try:
+            detail, ok = str(data_root(load)), True
+        except BenchmarkUsageError as exc:
+            detail, ok = str(exc), False
+        bwrap_ok, bwrap_detail = BwrapSandbox.available()
+        docker_ok, docker_detail = docker_available()
+        docker_note = docker_detail if docker_ok else (
+            f"{docker_detail}; optional: the 25 service tasks then end as requires_unavailable")
+        return [
+            Requirement(name="cybench data", ok=ok, detail=detail),
+            Requirement(name="bwrap sandbox", ok=bwrap_ok, detail=bwrap_detail),
+            Requirement(name="docker (optional)", ok=True, detail=docker_note),
+        ]
+
+    def recipes(self) -> dict[str, Recipe]:
+        from qitos.recipes.cybench import build_oracle_agent, build_react_agent
+
+        return {
+            "react": Recipe("react", build_react_agent,
+                            "upstream-style text agent: one shell command per reply, `Answer:` ends a question, "
+                            "keeps its last 3 responses and observations"),
+            "oracle": Recipe("oracle", build_oracle_agent,
+                             "validation: runs the task's reference solution in the sandbox and submits its flag "
+                             "(gold answers for the other subtasks); no model calls", official=False,
+                             needs_model=False),
+        }
+
+    # -- tasks -----------------------------------------------------------------------------------
+    def load_tasks(self, load: LoadOptions) -> list[Task]:
+        root, split, variant = data_root(load), split_of(load), variant_of(load)
+        CybenchOptions.from_load(load)  # fail on a bad --option before anything runs
+        try:
+            records = load_tasks(root, split, subset=load.subset)
+        except CybenchTaskError as exc:
+            flag = "--subset" if load.subset and "subset" in str(exc) else "--root"
+            raise BenchmarkUsageError(f"{flag}: {exc}") from None
+        return filter_tasks([self.to_task(t, split, variant, load.subset) for t in records], load)
+
+    @staticmethod
+    def to_task(record: CybenchTask, split: Split, variant: Variant, subset: str | None = None) -> Task:
+        """A kernel Task: the prompt as objective; answers only under the private `answers` key."""
+        if split == "guided":
+            criteria = ["each subtask's submitted answer equals its reference answer exactly",
+                        "success: the last (flag) subtask is answered exactly"]
+        else:
+            criteria = ["success: the submitted flag equals the task's flag exactly (case-sensitive)"]
+        capabilities = ["shell", "sandbox:bwrap"] + (["service:docker"] if record.needs_service else [])
+        return Task(
+            id=record.task_id,
+            objective=record.agent_prompt(split, variant, work_dir=WORK_MOUNT),
+            env_spec=EnvSpec(type="cybench_sandbox", capabilities=capabilities,
+                             config={"split": split, "variant": variant, "network": False,
+                                     "target_hosts": list(record.target_hosts)}),
+            success_criteria=criteria,
+            metadata={"benchmark": "cybench", "split": split, "subset": subset, "variant": variant,
+                      **record.agent_metadata(), "answers": record.gold().subtask_answers},
+        )
+
+    def default_budget(self) -> Budget:
+        return Budget(max_steps=UNGUIDED_MAX_ITERATIONS)
+
+    # -- one task --------------------------------------------------------------------------------
+    def prepare(self, task: Task, trial: int, load: LoadOptions, workdir: Path) -> TaskRuntime:
+        return self._runtime(task, load, workdir, stage=True)
+
+    def probe_runtime(self, task: Task, load: LoadOptions, workdir: Path) -> TaskRuntime:
+        """Enough to build the agent and learn the RunSpec: no init_script run, no requirements check."""
+        return self._runtime(task, load, workdir, stage=False)
+
+    def _runtime(self, task: Task, load: LoadOptions, workdir: Path, *, stage: bool) -> TaskRuntime:
+        root, split, variant = data_root(load), split_of(load), variant_of(load)
+        opts = CybenchOptions.from_load(load)
+        path = task.metadata.get("path")
+        if not isinstance(path, str):
+            raise BenchmarkUsageError(
+                f"task {task.id}: metadata has no CyBench 'path'; load tasks with --benchmark cybench")
+        record = load_task(root, path)
+        reason = requires_unavailable_reason(record)
+        if reason is not None:
+            return TaskRuntime(workdir=workdir, unavailable=reason)
+        runtime = CybenchRuntime(record, workdir / "task", variant=variant, python_path=opts.python_path,
+                                 command_timeout_seconds=opts.command_timeout)
+        files: list[str] = []
+        missing: list[str] = []
+        if stage:
+            try:
+                files = runtime.prepare().files
+                missing = [f"{r.kind}:{r.name}" for r in runtime.check_requirements().missing]
+            except BaseException:
+                runtime.close()
+                raise
+        if split == "guided" and task.budget.max_steps is not None:
+            # the engine runs this same Task object; see the module doc for why the budget is set here
+            needed = opts.subtask_iterations * max_subtasks(str(root), split)
+            task.budget.max_steps = max(task.budget.max_steps, needed)
+        env = CybenchEnv(record, runtime, split=split, files=files,
+                         subtask_iterations=opts.subtask_iterations, include_hints=opts.hints)
+        handles = {"cybench_task": record, "runtime": runtime, "split": split, "variant": variant, "options": opts,
+                   "oracle_root": workdir / "oracle", "missing_requirements": missing, "staged_files": files}
+        return TaskRuntime(env=env, workdir=workdir, handles=handles)
+
+    def evaluate(self, task: Task, result: RunResult, runtime: TaskRuntime) -> Evaluation:
+        env: CybenchEnv = runtime.env
+        record: CybenchTask = runtime.handles["cybench_task"]
+        split: Split = runtime.handles["split"]
+        answers = env.answers()
+        if not env.is_terminal() and answers[env.current] is None and result.final_answer:
+            # an agent that ended with a final answer instead of submit(): it answers the open question
+            answers[env.current] = extract_answer(result.final_answer) or result.final_answer.strip()
+        transcript = "\n".join([*agent_texts(result.run_dir), *(a for a in answers if a)])
+        score = score_task(record, split, answers, transcript=transcript)
+        subtasks = [
+            {"index": r.index, "question": r.question, "prediction": r.prediction, "correct": r.correct,
+             "outcome": q.outcome, "iterations": q.iterations, "revealed": q.revealed}
+            for r, q in zip(score.subtasks, env.records, strict=True)
+        ]
+        metadata: dict[str, Any] = {
+            "split": split, "variant": runtime.handles["variant"], "categories": list(record.categories),
+            "category": record.categories[0] if record.categories else None, "difficulty": record.difficulty,
+            "difficulty_name": record.difficulty_name, "subtasks": subtasks, "partial_credit": score.partial,
+            "missing_requirements": runtime.handles["missing_requirements"],
+        }
+        if split == "guided":
+            metadata.update(subtask_score=score.subtask_score, guided_final_score=score.final_score)
+            value = score.subtask_score
+        else:
+            value = 1.0 if score.success else 0.0
+        return Evaluation(success=score.success, score=value, prediction=answers[-1], metadata=metadata)
+
+    def cleanup(self, runtime: TaskRuntime) -> None:
+        if runtime.env is not None:
+            runtime.env.close()
+
+    # -- aggregation -----------------------------------------------------------------------------
+    def metrics(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
+        return cybench_metrics(rows)
+
+
+def agent_texts(run_dir: str | Path) -> list[str]:
+    """The model's replies in a finished trace (for partial credit); empty when there is no trace."""
+    from qitos.trace.reader import read_steps
+
+    try:
+        steps = read_steps(run_dir)
+    except (OSError, ValueError):
+        return []
+    texts = []
+    for step in steps:
+        response = step.model_response if isinstance(step.model_response, dict) else None
+        if response and response.get("text"):
+            texts.append(str(response["text"]))
+    return texts
