@@ -94,7 +94,10 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
     tasks = adapter.load_tasks(cfg.load)
     if not tasks:
         raise BenchmarkUsageError(f"no tasks selected for {cfg.benchmark} split={cfg.load.split} subset={cfg.load.subset}")
-    digest = adapter.dataset_digest(cfg.load, tasks)
+    # the digest names the dataset (split/subset), not the selection: --limit/--task-ids live in the ExperimentSpec
+    whole = tasks if not (cfg.load.limit or cfg.load.task_ids) else adapter.load_tasks(
+        cfg.load.model_copy(update={"limit": None, "task_ids": None}))
+    digest = adapter.dataset_digest(cfg.load, whole)
     experiment = experiment_spec(cfg, tasks, recipe.name)
     shared_model = None if (cfg.model.stateful or not recipe.needs_model) else cfg.model.build()
     if shared_model is not None and hasattr(shared_model, "preflight"):

@@ -107,6 +107,14 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+def _fmt_nested(value: Any) -> str:
+    if isinstance(value, dict):
+        return "  ".join(f"{k}={_fmt_nested(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return "[" + ", ".join(_fmt_nested(v) for v in value) + "]"
+    return _fmt(value)
+
+
 def print_eval(report: dict[str, Any]) -> None:
     for issue in report["issues"]:
         console.print(f"[yellow]skipped[/] {issue}")
@@ -132,7 +140,7 @@ def print_eval(report: dict[str, Any]) -> None:
         table.add_row("mean latency (s)", _fmt(m["mean_latency_seconds"], 2))
         for bench, metrics in (g.get("benchmark_metrics") or {}).items():
             for key, value in metrics.items():
-                table.add_row(f"{bench}: {key}", _fmt(value) if not isinstance(value, (dict, list)) else str(value))
+                table.add_row(f"{bench}: {key}", _fmt_nested(value))
         console.print(table)
 
 

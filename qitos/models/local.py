@@ -98,8 +98,7 @@ class LocalModel:
                 msgs.insert(0, {"role": "system", "content": _tool_prompt(tools)})
         started = time.perf_counter()
         try:
-            with lock:
-                llm.reset()
+            with lock:  # no reset: llama.cpp reuses the KV cache of the longest shared prompt prefix
                 msgs = self._fit(llm, msgs, int(opts["max_tokens"]))
                 raw = llm.create_chat_completion(messages=msgs, temperature=opts["temperature"],
                                                  max_tokens=int(opts["max_tokens"]), seed=int(opts["seed"]))
