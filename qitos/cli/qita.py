@@ -76,7 +76,7 @@ def replay(
     """Start the board for the run's log directory and print (or --open) its replay page."""
     from urllib.parse import quote
 
-    from qitos.qita.diff import is_run_dir
+    from qitos.qita.runtrace import is_run_dir
 
     run = run.expanduser().resolve()
     if not is_run_dir(run):
@@ -91,8 +91,8 @@ def export(
     html: Annotated[Path, typer.Option(help="output file: one self-contained page that works offline")],
 ) -> None:
     """Write one self-contained HTML file of a run (no network requests; opens from file://)."""
-    from qitos.qita.diff import is_run_dir
     from qitos.qita.export import export_run_html
+    from qitos.qita.runtrace import is_run_dir
 
     if not is_run_dir(run):
         fail(f"--run {run}: not a QitOS run directory (no manifest.json, steps.jsonl or events.jsonl)")
@@ -108,7 +108,8 @@ def diff(
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:
     """Compare two runs (config, first divergence, metrics) or two results files (metrics, paired test)."""
-    from qitos.qita.diff import diff_results, diff_runs, is_run_dir
+    from qitos.qita.diff import diff_results, diff_runs
+    from qitos.qita.runtrace import is_run_dir
 
     kinds = ["run" if is_run_dir(p) else "results" if p.is_file() else None for p in (a, b)]
     for path, kind in zip((a, b), kinds):

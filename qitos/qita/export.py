@@ -17,7 +17,7 @@ from .render import render, static_text
 from .runtrace import RunFiles
 from .security import safe_child
 from .views.replay import running_totals
-from .views.run import run_overview, step_views
+from .views.run import AssetSource, run_overview, step_views
 
 MAX_INLINE_ASSET = 5_000_000
 
@@ -26,7 +26,7 @@ def _csp_hash(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
 
 
-def inline_assets(run_dir: Path):
+def inline_assets(run_dir: Path) -> AssetSource:
     """Asset source for the export: a data URI for each screenshot inside the run dir (size-capped)."""
     def source(relative: str, mime: str) -> str | None:
         path = safe_child(run_dir, relative)
