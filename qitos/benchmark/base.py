@@ -115,6 +115,10 @@ class BenchmarkAdapter:
     def default_budget(self) -> Budget:
         return Budget(max_steps=30)
 
+    def task_budget(self, task: Task) -> Budget:
+        """The budget of one task before CLI overrides (families with per-task budgets override this)."""
+        return self.default_budget()
+
     # -- one task ----------------------------------------------------------------------------------
     def prepare(self, task: Task, trial: int, load: LoadOptions, workdir: Path) -> TaskRuntime:
         return TaskRuntime(workdir=workdir)

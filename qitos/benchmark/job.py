@@ -46,7 +46,7 @@ def resolve_recipe(adapter: BenchmarkAdapter, cfg: RunConfig) -> Recipe:
 
 def prepared_task(adapter: BenchmarkAdapter, cfg: RunConfig, task: Task) -> Task:
     """The task with the batch budget (adapter default, then --max-steps / --task-timeout)."""
-    budget = adapter.default_budget().model_copy()
+    budget = adapter.task_budget(task).model_copy()
     if cfg.max_steps is not None:
         budget.max_steps = cfg.max_steps
     if cfg.task_timeout is not None:
@@ -83,8 +83,9 @@ class JobContext:
 
 def _row(ctx: JobContext, task: Task, trial: int, stop_reason: str, **fields: Any) -> BenchmarkRunResult:
     cfg = ctx.cfg
+    model = cfg.model.model_name if ctx.recipe.needs_model else None  # oracles call no model
     return BenchmarkRunResult(task_id=task.id, benchmark=cfg.benchmark, split=cfg.load.split, subset=cfg.load.subset,
-                              trial=trial, model=cfg.model.model_name, stop_reason=stop_reason, **fields)
+                              trial=trial, model=model, stop_reason=stop_reason, **fields)
 
 
 def run_job(ctx: JobContext, task: Task, trial: int, trace_logdir: Path | None = None) -> BenchmarkRunResult | None:
@@ -146,5 +147,8 @@ def _evaluated_row(ctx: JobContext, task: Task, trial: int, result: RunResult, r
                     "error": f"evaluation failed: {type(exc).__name__}: {exc}\n{traceback.format_exc()}"})
     if evaluation.prediction is not None:
         fields["prediction"] = evaluation.prediction
+    from qitos.trace.writer import annotate_manifest
+
+    annotate_manifest(result.run_dir, "evaluation", {"success": evaluation.success, "score": evaluation.score})
     return _row(ctx, task, trial, result.stop_reason.value, success=evaluation.success, score=evaluation.score,
                 metadata=evaluation.metadata, **fields)

@@ -101,7 +101,8 @@ def row_from_manifest(name: str, mtime_ns: int, data: Any, problem: str | None =
     if status == "running":
         status = effective_status(Manifest.model_construct(
             status="running", writer=_dict(m.get("writer")), updated_at=str(m.get("updated_at") or "")))
-    success = summary.get("success")
+    evaluation = _dict(m.get("evaluation"))  # written by `qit bench run` after scoring
+    success = evaluation.get("success", summary.get("success"))
     row = {
         "name": name, "mtime_ns": mtime_ns, "manifest_status": manifest_status, "status": status, "problem": problem,
         "run_id": _text(m.get("run_id"), 200) or name,
@@ -109,7 +110,7 @@ def row_from_manifest(name: str, mtime_ns: int, data: Any, problem: str | None =
         "split": _text(m.get("benchmark_split") or spec.get("benchmark_split"), 200),
         "model": _text(m.get("model_id") or spec.get("model_name"), 200),
         "model_family": _text(m.get("model_family"), 100), "official": 1 if m.get("official_run") is True else 0,
-        "success": None if not isinstance(success, bool) else int(success), "score": None,
+        "success": None if not isinstance(success, bool) else int(success), "score": _num(evaluation.get("score")),
         "stop_reason": _text(summary.get("stop_reason"), 100),
         "steps": int(_num(m.get("step_count")) or _num(summary.get("steps")) or 0),
         "tokens": int(_num(usage.get("total_tokens")) or 0),

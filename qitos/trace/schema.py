@@ -121,3 +121,5 @@ class Manifest(_Record):
     cost: float | None = None
     task: dict[str, Any] = Field(default_factory=dict)
     writer: dict[str, Any] = Field(default_factory=dict)
+    # benchmark outcome {success, score}, added once after evaluation (absent for non-benchmark runs)
+    evaluation: dict[str, Any] | None = None

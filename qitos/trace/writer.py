@@ -175,3 +175,20 @@ class TraceWriter:
     @property
     def schema_version(self) -> str:
         return SCHEMA_VERSION
+
+
+def annotate_manifest(run_dir: Path | str, key: str, value: Any) -> None:
+    """Add one new top-level field to a finished run's manifest (atomic rewrite).
+
+    Used once per run, after a benchmark's evaluation, to record {success, score} so tools that
+    read only manifests (the board) know the outcome. An existing field is never overwritten.
+    """
+    path = Path(run_dir) / "manifest.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if key in data:
+        return
+    data[key] = value
+    tmp = path.with_name(f".manifest.json.{os.getpid()}.annotate.tmp")
+    tmp.write_text(json.dumps(data, ensure_ascii=False, default=str), encoding="utf-8")
+    os.replace(tmp, path)
+    FLUSHER.mark_dirty(path)

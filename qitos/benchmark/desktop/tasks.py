@@ -258,7 +258,7 @@ TASKS: dict[str, DesktopTask] = {t.id: t for t in [
         oracle=lambda s: [click(s, "copies"), Hotkey(keys=["ctrl", "a"]), Typing(text="7"), click(s, "save"),
                           Done()]),
     DesktopTask(
-        id="infeasible-export-pdf", app="buttons", max_steps=5, feasible=False, targets=[],
+        id="export-report-pdf", app="buttons", max_steps=5, feasible=False, targets=[],
         instruction="Click the 'Export as PDF' button in the report dialog.",
         config={"title": "Report ready", "message": "Your quarterly report is ready.",
                 "buttons": ["Print", "Save", "Close"]},

@@ -1,0 +1,145 @@
+"""`--benchmark desktop`: the desktop starter tasks through the benchmark runner.
+
+One split, `starter` (every task of `tasks.TASKS`). Each task × trial gets its own virtual desktop, started in
+`prepare` and always torn down (by the engine's `close()` when the run ends, by `cleanup` on every path).
+Success is the task checker's verdict on the app's real state (score 1/0); a failed run carries its failure tag
+(see `failures.py`), and `metrics()` adds the success rate and the failure taxonomy counts.
+
+Step budget: each task has its own (`DesktopTask.max_steps`). The runner gives every task the batch budget
+(`default_budget()`, or `--max-steps`), so the desktop enforces the smaller of the two: the episode ends
+(stop reason `env_terminal`) when the task's own budget is spent.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from qitos.core.task import Budget, EnvSpec, Task
+
+from ..base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
+from ..errors import BenchmarkUsageError
+from .display import DesktopUnavailable, requirements
+from .engine_env import DesktopEngineEnv
+from .failures import FAILURE_TAGS
+from .tasks import TASKS, DesktopTask, get_task
+
+if TYPE_CHECKING:
+    from qitos.core.engine import RunResult
+
+SPLIT = "starter"
+SCREEN = (1024, 768)
+SUCCESS_CRITERIA = [
+    "the application's own recorded state (or the file it saved) shows the instruction was carried out",
+    "the agent ends with DONE when finished, or with FAIL when the task cannot be done in the application",
+]
+
+
+def to_task(desktop_task: DesktopTask) -> Task:
+    """The platform Task of one desktop task. Feasibility and targets stay out: they would hint at the answer."""
+    return Task(
+        id=desktop_task.id,
+        objective=desktop_task.instruction,
+        env_spec=EnvSpec(type="desktop", config={"app": desktop_task.app, "app_config": desktop_task.config,
+                                                 "screen": f"{SCREEN[0]}x{SCREEN[1]}"},
+                         capabilities=["screenshot", "widget_text", "computer_13"]),
+        success_criteria=list(SUCCESS_CRITERIA),
+        budget=Budget(max_steps=desktop_task.max_steps),
+        metadata={"benchmark": "desktop", "split": SPLIT, "app": desktop_task.app,
+                  "max_steps": desktop_task.max_steps},
+    )
+
+
+class DesktopAdapter(BenchmarkAdapter):
+    name = "desktop"
+    description = "Desktop starter: computer-use tasks on a real X desktop (Xvfb + openbox + Tk apps), no VM"
+    default_split = SPLIT
+    default_recipe = "react-computer-use"
+    deterministic_env = False
+
+    # -- discovery ---------------------------------------------------------------------------------------
+    def splits(self, load: LoadOptions) -> dict[str, int | None]:
+        return {SPLIT: len(TASKS)}
+
+    def requirements(self, load: LoadOptions) -> list[Requirement]:
+        """One entry per missing program (detail names the apt package), or one `ok` entry."""
+        missing = requirements()
+        if not missing:
+            return [Requirement(name="X desktop", ok=True,
+                                detail="Xvfb, openbox, xdotool, x11-utils, tkinter and a screenshot tool found")]
+        return [Requirement(name=item.split(" (")[0], ok=False, detail=item) for item in missing]
+
+    def recipes(self) -> dict[str, Recipe]:
+        from qitos.recipes.computer_use import build_oracle_agent, build_react_computer_use
+
+        return {
+            "react-computer-use": Recipe(
+                "react-computer-use", build_react_computer_use,
+                "one computer_13 action per step as JSON, from the instruction, widget text and screenshot "
+                "(attached as an image with --option vision=1)"),
+            "oracle": Recipe("oracle", build_oracle_agent, "plays each task's reference actions (no model)",
+                             official=False, needs_model=False),
+        }
+
+    # -- tasks ---------------------------------------------------------------------------------------------
+    def load_tasks(self, load: LoadOptions) -> list[Task]:
+        split = load.split or SPLIT
+        if split != SPLIT:
+            raise BenchmarkUsageError(f"benchmark 'desktop' has no split '{split}'; use --split {SPLIT}")
+        if load.subset:
+            raise BenchmarkUsageError("benchmark 'desktop' has no subsets; select tasks with --task-ids "
+                                      f"(ids: {', '.join(TASKS)})")
+        return filter_tasks([to_task(t) for t in TASKS.values()], load)
+
+    def default_budget(self) -> Budget:
+        return Budget(max_steps=max(t.max_steps for t in TASKS.values()))
+
+    # -- one task ----------------------------------------------------------------------------------------------
+    def prepare(self, task: Task, trial: int, load: LoadOptions, workdir: Path) -> TaskRuntime:
+        missing = requirements()
+        if missing:
+            return TaskRuntime(workdir=workdir, unavailable="desktop tasks need: " + "; ".join(missing))
+        desktop_task = get_task(task.id)
+        batch_steps = task.budget.max_steps
+        if batch_steps is not None and batch_steps < desktop_task.max_steps:
+            desktop_task = desktop_task.model_copy(update={"max_steps": batch_steps})
+        try:
+            env = DesktopEngineEnv.launch(desktop_task, workdir / "desktop", width=SCREEN[0], height=SCREEN[1])
+        except DesktopUnavailable as exc:
+            return TaskRuntime(workdir=workdir, unavailable=str(exc))
+        return TaskRuntime(env=env, workdir=workdir, handles={"desktop_task": desktop_task.id})
+
+    def evaluate(self, task: Task, result: "RunResult", runtime: TaskRuntime) -> Evaluation:
+        env = runtime.env
+        if not isinstance(env, DesktopEngineEnv):
+            raise RuntimeError(f"task '{task.id}' has no desktop to score (runtime.env is {type(env).__name__})")
+        outcome = env.finish()
+        last_record = next((r for r in reversed(env.env.records) if r.kind == "action"), None)
+        return Evaluation(
+            success=outcome.success, score=1.0 if outcome.success else 0.0, prediction=outcome.last_action,
+            metadata={"failure_tag": outcome.failure_tag, "detail": outcome.detail,
+                      "last_action": outcome.last_action,
+                      "last_action_detail": last_record.action if last_record else None,
+                      "evidence": outcome.evidence, "env_steps": outcome.steps, "app": env.task.app,
+                      "max_steps": env.task.max_steps})
+
+    def cleanup(self, runtime: TaskRuntime) -> None:
+        if runtime.env is not None:
+            runtime.env.close()
+
+    # -- aggregation -------------------------------------------------------------------------------------------
+    def metrics(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
+        """Success rate over scored rows and how many failures fell under each failure tag."""
+        scored = [r for r in rows if r.get("success") is not None]
+        successes = sum(1 for r in scored if r["success"])
+        tags = Counter((r.get("metadata") or {}).get("failure_tag") for r in scored if not r["success"])
+        unscored = Counter(r.get("stop_reason") for r in rows if r.get("success") is None)
+        return {
+            "success_rate": successes / len(scored) if scored else None,
+            "successes": successes,
+            "scored": len(scored),
+            "failure_taxonomy": {tag: tags.get(tag, 0) for tag in FAILURE_TAGS},
+            "untagged_failures": tags.get(None, 0),
+            "not_scored": dict(unscored),
+        }
