@@ -131,6 +131,10 @@ class BenchmarkAdapter:
         """
         return self.prepare(task, 0, load, workdir)
 
+    def agent_built(self, ctx: RecipeContext, agent: "AgentModule") -> None:
+        """Called after a recipe (or a `--runner`) built its agent, before the run starts: attach what
+        the benchmark itself owns (e.g. Tau-Bench's simulated user) so user agents need no extra code."""
+
     def evaluate(self, task: Task, result: "RunResult", runtime: TaskRuntime) -> Evaluation:
         raise NotImplementedError
 

@@ -120,6 +120,7 @@ def _run_engine(ctx: JobContext, task: Task, trial: int, runtime: TaskRuntime, t
     recipe_ctx = RecipeContext(task=task, runtime=runtime, load=ctx.cfg.load, options=ctx.cfg.recipe_options(),
                                make_model=ctx.make_model)
     agent = ctx.recipe.build(recipe_ctx)
+    ctx.adapter.agent_built(recipe_ctx, agent)
     engine = Engine(
         agent, ctx.model_provider(), env=runtime.env, trace_logdir=trace_logdir, run_prefix=ctx.cfg.benchmark,
         trial=trial, seed=ctx.cfg.model.seed, parse_error_limit=ctx.cfg.parse_error_limit,

@@ -239,8 +239,8 @@ class _Run:
         else:
             try:
                 result = ActionResult(name=name, arguments=arguments, call_id=call_id, output=tool.invoke(arguments))
-            except KeyboardInterrupt:
-                raise
+            except (KeyboardInterrupt, ModelError):
+                raise  # Ctrl-C, or a model behind the tool (e.g. a simulated user) that gave up
             except Exception as exc:  # noqa: BLE001 - a failing tool is an observation, not a crash
                 result = ActionResult(name=name, arguments=arguments, call_id=call_id, status="error",
                                       error=f"{type(exc).__name__}: {exc}")

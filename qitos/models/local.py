@@ -57,9 +57,15 @@ def _load(path: Path, n_ctx: int, seed: int) -> Any:
                 from llama_cpp import Llama
             except ImportError:
                 raise ModelConfigError("llama-cpp-python is not installed; run `pip install 'qitos[local]'`") from None
+            from llama_cpp import LlamaRAMCache
+
             threads = _threads()
-            _CACHE[key] = (Llama(model_path=str(path), n_ctx=n_ctx, seed=seed, verbose=False, n_threads=threads,
-                                 n_threads_batch=threads), threading.Lock())
+            llm = Llama(model_path=str(path), n_ctx=n_ctx, seed=seed, verbose=False, n_threads=threads,
+                        n_threads_batch=threads)
+            # keep KV states of recent prompts: an agent and a simulated user sharing one model alternate,
+            # and each would otherwise re-read the other's long prompt from scratch
+            llm.set_cache(LlamaRAMCache(capacity_bytes=1 << 30))
+            _CACHE[key] = (llm, threading.Lock())
         return _CACHE[key]
 
 
