@@ -99,7 +99,8 @@ def main() -> None:
     print(f"QitOS   : {zero['qitos']['seconds']:.2f} s wall, {q:.2f} ms per sample, {zero['qitos']['successes']}/{n0} correct")
     if "inspect" in zero:
         i = zero["inspect"]["seconds"] / n0 * 1000
-        print(f"Inspect : {zero['inspect']['seconds']:.2f} s wall, {i:.2f} ms per sample")
+        print(f"Inspect : {zero['inspect']['seconds']:.2f} s wall, {i:.2f} ms per sample, "
+              f"{zero['inspect']['successes']}/{n0} correct")
         print(f"ratio QitOS/Inspect per-sample overhead: {q / i:.2f} (target <= 0.5)")
     n1, c1, lat = (128, 64, 0.2) if args.quick else (512, 64, 0.2)
     ideal = math.ceil(n1 / c1) * 2 * lat

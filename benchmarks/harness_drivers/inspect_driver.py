@@ -41,11 +41,17 @@ def main() -> None:
                 solver=[use_tools(lookup()), generate()])
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
+        # chat completions (not the Responses API): the same endpoint QitOS's openai_compat model uses
         logs = eval(task, model="openai/bench-model", model_base_url=args.base_url, max_connections=args.concurrency,
-                    max_samples=args.concurrency, log_dir=tmp, display="none", max_retries=0)
+                    max_samples=args.concurrency, log_dir=tmp, display="none", max_retries=0,
+                    model_args={"responses_api": False})
         seconds = time.perf_counter() - started
-        samples = len(logs[0].samples or []) if logs else 0
-    print(json.dumps({"harness": "inspect", "seconds": seconds, "samples": samples}))
+        log = logs[0]
+        if log.status != "success":
+            raise SystemExit(f"inspect eval failed: {log.error.message if log.error else log.status}")
+        samples = log.samples or []
+        correct = sum(1 for s in samples if s.messages and "42" in (s.messages[-1].text or ""))
+    print(json.dumps({"harness": "inspect", "seconds": seconds, "samples": len(samples), "successes": correct}))
 
 
 if __name__ == "__main__":

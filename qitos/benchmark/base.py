@@ -89,6 +89,7 @@ class BenchmarkAdapter:
     default_split: ClassVar[str | None] = None
     default_recipe: ClassVar[str] = "react"
     deterministic_env: ClassVar[bool] = False
+    needs_workdir: ClassVar[bool] = True  # False: `prepare` gets a path that is never created
 
     # -- discovery -----------------------------------------------------------------------------
     def splits(self, load: LoadOptions) -> dict[str, int | None]:

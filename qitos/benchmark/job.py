@@ -91,7 +91,8 @@ def _row(ctx: JobContext, task: Task, trial: int, stop_reason: str, **fields: An
 def run_job(ctx: JobContext, task: Task, trial: int, trace_logdir: Path | None = None) -> BenchmarkRunResult | None:
     cfg, adapter = ctx.cfg, ctx.adapter
     task = prepared_task(adapter, cfg, task)
-    workdir = Path(tempfile.mkdtemp(prefix="qitos-task-"))
+    workdir = (Path(tempfile.mkdtemp(prefix="qitos-task-")) if adapter.needs_workdir
+               else Path(tempfile.gettempdir()) / "qitos-task-unused")
     runtime: TaskRuntime | None = None
     try:
         try:
@@ -113,7 +114,8 @@ def run_job(ctx: JobContext, task: Task, trial: int, trace_logdir: Path | None =
                 adapter.cleanup(runtime)
             except Exception:  # noqa: BLE001 - cleanup problems must not lose the row
                 pass
-        shutil.rmtree(workdir, ignore_errors=True)
+        if adapter.needs_workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _run_engine(ctx: JobContext, task: Task, trial: int, runtime: TaskRuntime, trace_logdir: Path) -> RunResult:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 import time
 from typing import Any
 from urllib.parse import urlparse
@@ -21,6 +22,7 @@ from .base import EventSink, ModelConfigError, ModelError, ModelResponse, ToolCa
 from .pricing import cost_of
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_CLIENT_LOCK = threading.Lock()
 _LOOPBACK = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
 
 
@@ -79,14 +81,19 @@ class OpenAICompatModel:
         self._client = None
 
     def preflight(self, timeout: float = 3.0) -> None:
-        """Fail fast with a clear message when nothing listens at the base URL."""
+        """Fail fast with a clear message when nothing listens at the base URL; build the client once, up front."""
         try:
             socket.create_connection((self.base_url_host, self._port), timeout=timeout).close()
         except OSError as exc:
             raise ModelConfigError(
                 f"cannot reach {self.base_url} ({exc.strerror or exc}); start the server or fix --base-url") from None
+        self._get_client()
 
     def _get_client(self):
+        with _CLIENT_LOCK:  # one client (one connection pool) per model, even when many threads start at once
+            return self._make_client()
+
+    def _make_client(self):
         if self._client is None:
             import openai
 

@@ -12,6 +12,7 @@ from pathlib import Path
 KEY_DEPENDENCIES = ("pydantic", "openai", "httpx", "llama-cpp-python", "ray")
 
 
+@lru_cache(maxsize=1)
 def package_version() -> str:
     try:
         return metadata.version("qitos")
@@ -37,6 +38,7 @@ def git_state(cwd: str | None = None) -> tuple[str | None, bool | None]:
         return None, None
 
 
+@lru_cache(maxsize=1)
 def is_package_install() -> bool:
     """True when qitos is installed as a regular (non-editable) distribution."""
     try:
@@ -58,11 +60,12 @@ def dependency_versions() -> dict[str, str]:
     return versions
 
 
+@lru_cache(maxsize=4)
+def _environment_summary(executor: str) -> tuple:
+    return (("python", platform.python_version()), ("platform", f"{sys.platform}-{platform.machine()}"),
+            ("qitos", package_version()), ("executor", executor))
+
+
 def environment_summary(executor: str = "local") -> dict[str, object]:
-    return {
-        "python": platform.python_version(),
-        "platform": f"{sys.platform}-{platform.machine()}",
-        "qitos": package_version(),
-        "dependencies": dependency_versions(),
-        "executor": executor,
-    }
+    """Python, platform, QitOS and key dependency versions (computed once per process)."""
+    return {**dict(_environment_summary(executor)), "dependencies": dict(dependency_versions())}

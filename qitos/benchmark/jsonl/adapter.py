@@ -55,6 +55,7 @@ class JsonlBenchmark(BenchmarkAdapter):
     description = "Your own task set: a JSONL file of {id, question, answer, files} rows"
     default_split = "default"
     default_recipe = "react"
+    needs_workdir = False
 
     def splits(self, load: LoadOptions) -> dict[str, int | None]:
         if load.root is None or not Path(load.root).is_file():
