@@ -27,6 +27,19 @@ def require_data(name: str) -> Path:
     pytest.skip(message)
 
 
+def require_system(ok: bool, what: str) -> None:
+    """Skip when a system tool (bwrap, Xvfb, Chromium, ...) is missing; fail instead in CI.
+
+    `.ci/run` installs every such tool, so there a missing one is a broken setup, not a reason to skip.
+    """
+    if ok:
+        return
+    message = f"needs {what}"
+    if os.environ.get("CI", "").lower() in ("1", "true") or os.environ.get("QITOS_REQUIRE_SYSTEM") == "1":
+        pytest.fail(message + " (CI installs it: see .ci/run)")
+    pytest.skip(message)
+
+
 @pytest.fixture(scope="session")
 def tau_data() -> Path:
     return require_data("tau-bench")
@@ -40,3 +53,26 @@ def cybench_data() -> Path:
 @pytest.fixture(scope="session")
 def osworld_data() -> Path:
     return require_data("osworld")
+
+
+def _strict() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true") or os.environ.get("QITOS_REQUIRE_SYSTEM") == "1"
+
+
+def _no_skips_in_ci(report) -> None:
+    """In CI everything a test needs is installed, so any skip (importorskip, skipif, ...) is a failure."""
+    if _strict() and report.skipped and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI, where every requirement is installed: {report.longrepr}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _no_skips_in_ci(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    _no_skips_in_ci(outcome.get_result())

@@ -15,6 +15,7 @@ import pytest
 from qitos.benchmark.desktop import requirements
 
 from .procs import MARKER, marked_processes
+from tests.conftest import require_system
 
 
 @pytest.fixture(scope="session")
@@ -39,10 +40,6 @@ def no_leftover_processes() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def desktop_ready() -> None:
-    """Skip (or fail under QITOS_REQUIRE_DESKTOP=1) when Xvfb, openbox, xdotool or tkinter are missing."""
+    """Skip (or fail in CI) when Xvfb, openbox, xdotool or tkinter are missing."""
     missing = requirements()
-    if missing:
-        message = "desktop tests need: " + "; ".join(missing)
-        if os.environ.get("QITOS_REQUIRE_DESKTOP") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
+    require_system(not missing, "; ".join(missing))

@@ -21,6 +21,7 @@ from qitos.models.base import ModelResponse
 from qitos.recipes.gaia import GaiaAgent, build_react_agent, build_tool_calling_agent
 
 from .make_fixture import QUESTIONS, TEST_QUESTIONS, build_gaia_fixture
+from tests.conftest import require_system
 
 
 
@@ -214,8 +215,7 @@ def test_python_tool_says_when_the_sandbox_is_unavailable(adapter: GaiaAdapter, 
 
 def test_prepared_python_is_confined(adapter: GaiaAdapter, gaia_root: Path, tmp_path: Path) -> None:
     ok, reason = gaia_runtime.python_status()
-    if not ok:
-        pytest.skip(f"needs the bubblewrap sandbox: {reason}")
+    require_system(ok, f"the bubblewrap sandbox: {reason}")
     _, runtime = _prepare(adapter, gaia_root, tmp_path / "work")
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))

@@ -11,6 +11,7 @@ from qitos.benchmark.gaia import GaiaDataError, download_gaia, load_gaia
 from qitos.benchmark.gaia.dataset import find_split_dir
 
 from .make_fixture import QUESTIONS, TEST_QUESTIONS, build_gaia_fixture
+from tests.conftest import require_system
 
 
 @pytest.fixture(scope="module")
@@ -145,8 +146,7 @@ def test_download_refuses_offline_mode(tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_download_refuses_the_source_tree(monkeypatch: pytest.MonkeyPatch) -> None:
     repo = Path(__file__).resolve().parents[2]
-    if not (repo / ".git").exists():
-        pytest.skip("not running from a git checkout")
+    require_system((repo / ".git").exists(), "a git checkout of QitOS")
     with pytest.raises(GaiaDataError, match="inside the QitOS source tree"):
         download_gaia(repo / "data" / "gaia", token="hf_fake")
 

@@ -11,6 +11,7 @@ from qitos.benchmark.gaia.prompt import GAIA_SYSTEM_PROMPT, build_user_prompt
 from qitos.benchmark.gaia.tools import gaia_tools
 
 from .make_fixture import QUESTIONS, SCRIPTED_SOLUTIONS, build_gaia_fixture
+from tests.conftest import require_system
 
 LEVELS = {level for _, level, *_ in QUESTIONS}
 SUFFIXES = {Path(q[3]).suffix for q in QUESTIONS if q[3]}
@@ -41,8 +42,7 @@ def test_scripted_solution_is_correct(gaia_root: Path, tmp_path: Path, task_id: 
         from qitos.benchmark.sandbox import BwrapSandbox
 
         ok, reason = BwrapSandbox.available()
-        if not ok:
-            pytest.skip(f"needs the bubblewrap sandbox: {reason}")
+        require_system(ok, f"the bubblewrap sandbox: {reason}")
     question = next(q for q in load_gaia(gaia_root, "validation") if q.task_id == task_id)
     attachments = [question.file_path] if question.file_path else []
     tools = {t.name: t for t in gaia_tools(tmp_path / "work", attachments)}

@@ -15,6 +15,7 @@ from qitos.benchmark.gaia.web import SEARCH_UNAVAILABLE, WebConfig, WebError, ht
 from qitos.core.tools import Tool, ToolRegistry
 
 from . import fixture_files as ff
+from tests.conftest import require_system
 
 
 def _tools(work: Path, attachments: list[Path] | None = None, **kwargs: object) -> dict[str, Tool]:
@@ -228,8 +229,7 @@ def sandboxed(tmp_path: Path) -> dict[str, Tool]:
     from qitos.benchmark.sandbox import BwrapSandbox
 
     ok, reason = BwrapSandbox.available()
-    if not ok:
-        pytest.skip(f"bubblewrap sandbox unavailable: {reason}")
+    require_system(ok, f"the bubblewrap sandbox: {reason}")
     return _tools(tmp_path / "work", python_timeout_seconds=5)
 
 
@@ -271,8 +271,8 @@ def test_run_python_cannot_reach_the_network(sandboxed: dict[str, Tool], loopbac
 def test_run_python_times_out(tmp_path: Path) -> None:
     from qitos.benchmark.sandbox import BwrapSandbox
 
-    if not BwrapSandbox.available()[0]:
-        pytest.skip("bubblewrap sandbox unavailable")
+    ok, reason = BwrapSandbox.available()
+    require_system(ok, f"the bubblewrap sandbox: {reason}")
     tools = _tools(tmp_path / "work", python_timeout_seconds=1)
     out = tools["run_python"].invoke({"code": "while True: pass"})
     assert out.startswith("exit code: none (killed)") and "timed out" in out

@@ -12,6 +12,7 @@ from qitos.qita.app import build_app
 from qitos.qita.config import BoardConfig
 
 from .corpus import Corpus, build_corpus
+from tests.conftest import require_system
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts" / "qita"
@@ -50,8 +51,7 @@ def board_server(corpus, cache_dir):
 
 @pytest.fixture(scope="session")
 def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM} (set QITA_CHROMIUM)")
+    require_system(Path(CHROMIUM).exists(), f"Chromium at {CHROMIUM} (set QITA_CHROMIUM)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
