@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from qitos.models.base import ModelResponse
 
 from .decision import Decision
-from .parsers import Parser, ParseResult, ReactTextParser
+from .parsers import Parser, ParseResult, ReactTextParser, repair_note
 from .task import Task
 from .tools import ToolRegistry
 
@@ -107,8 +107,7 @@ class AgentModule:
             else:
                 state.messages.append({"role": "assistant", "content": response.text or ""})
         if outcome.parse is not None and not outcome.parse.ok:
-            detail = "; ".join(outcome.parse.diagnostics)
-            state.messages.append({"role": "user", "content": f"Your reply could not be parsed: {detail}. {outcome.parse.repair}"})
+            state.messages.append({"role": "user", "content": repair_note(outcome.parse)})
             return state
         if outcome.decision is not None and outcome.decision.mode == "final":
             state.final_answer = outcome.decision.final_answer

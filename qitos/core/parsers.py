@@ -24,6 +24,11 @@ class ParseResult(BaseModel):
     repair: str | None = None
 
 
+def repair_note(result: ParseResult) -> str:
+    """What the model is told after a reply that could not be parsed (the repair loop's message)."""
+    return f"Your reply could not be parsed: {'; '.join(result.diagnostics)}. {result.repair}"
+
+
 def _failure(diagnostic: str, repair: str) -> ParseResult:
     return ParseResult(ok=False, diagnostics=[diagnostic], repair=repair)
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from qitos.core.agent import AgentModule, AgentState, StepOutcome
 from qitos.core.decision import Action, Decision
-from qitos.core.parsers import JsonDecisionParser, Parser, ParseResult
+from qitos.core.parsers import JsonDecisionParser, Parser, ParseResult, repair_note
 from qitos.core.task import Task
 from qitos.core.tools import tool
 from qitos.models.base import ModelResponse
@@ -174,8 +174,7 @@ class ComputerUseAgent(AgentModule):
         if outcome.response is not None:
             state.messages.append({"role": "assistant", "content": outcome.response.text or ""})
         if outcome.parse is not None and not outcome.parse.ok:
-            detail = "; ".join(outcome.parse.diagnostics)
-            state.messages.append({"role": "user", "content": f"Your reply could not be parsed: {detail}. {outcome.parse.repair}"})
+            state.messages.append({"role": "user", "content": repair_note(outcome.parse)})
             return state
         if outcome.decision is not None and outcome.decision.mode == "final":
             state.final_answer = outcome.decision.final_answer

@@ -26,7 +26,7 @@ from qitos.benchmark.tau_bench.data import RESPOND_ACTION, TERMINATE_TOOLS
 from qitos.benchmark.tau_bench.engine_env import TauEngineEnv, setup_user
 from qitos.core.agent import AgentModule, AgentState, StepOutcome
 from qitos.core.decision import Action, Decision
-from qitos.core.parsers import NativeToolsParser, ParseResult, ReactTextParser
+from qitos.core.parsers import NativeToolsParser, ParseResult, ReactTextParser, repair_note
 from qitos.core.task import Task
 from qitos.models.base import ModelResponse
 
@@ -112,7 +112,7 @@ class TauToolCallingAgent(_TauAgent):
         if parse is not None and not parse.ok:
             # Keep no dangling tool call: a tool_calls message must be answered by tool messages.
             state.messages.append({"role": "assistant", "content": response.text or ""})
-            note = f"Your reply could not be parsed: {'; '.join(parse.diagnostics)}. {parse.repair}"
+            note = repair_note(parse)
             state.messages.append({"role": "user", "content": note})
             return state
         result = outcome.results[0] if outcome.results else None

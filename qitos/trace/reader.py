@@ -45,7 +45,8 @@ class RunTrace:
         return effective_status(self.manifest)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Does a process with this id exist on this host?"""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -60,7 +61,7 @@ def effective_status(manifest: Manifest) -> str:
         return manifest.status
     writer = manifest.writer or {}
     if writer.get("host") == socket.gethostname() and isinstance(writer.get("pid"), int):
-        return "running" if _pid_alive(writer["pid"]) else "interrupted"
+        return "running" if pid_alive(writer["pid"]) else "interrupted"
     try:
         updated = datetime.fromisoformat(manifest.updated_at.replace("Z", "+00:00"))
     except ValueError:

@@ -23,6 +23,8 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, Callable
 
+from qitos.trace.reader import pid_alive
+
 _LOCK_DIR = Path("/tmp")
 _SOCKET_DIR = Path("/tmp/.X11-unix")
 _OPENBOX_RC = Path("/etc/xdg/openbox/rc.xml")
@@ -78,16 +80,6 @@ def _die_with_parent() -> None:
         pass
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _display_in_use(number: int) -> bool:
     """A display is taken when its lock file names a live process (a stale lock is Xvfb's to clear)."""
     lock = _LOCK_DIR / f".X{number}-lock"
@@ -97,7 +89,7 @@ def _display_in_use(number: int) -> bool:
         return (_SOCKET_DIR / f"X{number}").exists() and _socket_answers(number)
     except (OSError, ValueError):
         return True
-    return pid <= 0 or _pid_alive(pid)
+    return pid <= 0 or pid_alive(pid)
 
 
 def _socket_answers(number: int) -> bool:
@@ -116,7 +108,7 @@ def _sweep_stale_logdirs() -> None:
     """Remove log folders of desktops whose owning process died without cleaning up (e.g. SIGKILL)."""
     for folder in Path(tempfile.gettempdir()).glob(f"{_LOGDIR_PREFIX}*-*"):
         owner = folder.name.removeprefix(_LOGDIR_PREFIX).split("-", 1)[0]
-        if owner.isdigit() and int(owner) != os.getpid() and not _pid_alive(int(owner)):
+        if owner.isdigit() and int(owner) != os.getpid() and not pid_alive(int(owner)):
             shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -11,7 +11,7 @@ import copy
 import json
 from typing import Any
 
-from .common_tools import Calculate, Think, Tool, TransferToHumanAgents
+from .common_tools import Calculate, GetUserDetails, Think, Tool, TransferToHumanAgents, record_json
 from .state import TauDb
 
 AIRPORTS = {
@@ -152,21 +152,7 @@ class GetReservationDetails(Tool):
 
     @staticmethod
     def invoke(data: TauDb, reservation_id: str) -> str:
-        reservations = data["reservations"]
-        if reservation_id in reservations:
-            return json.dumps(reservations[reservation_id])
-        return "Error: user not found"  # quirk: upstream's wording
-
-
-class GetUserDetails(Tool):
-    name = "get_user_details"
-
-    @staticmethod
-    def invoke(data: TauDb, user_id: str) -> str:
-        users = data["users"]
-        if user_id in users:
-            return json.dumps(users[user_id])
-        return "Error: user not found"
+        return record_json(data["reservations"], reservation_id, "user")  # quirk: upstream's wording
 
 
 class ListAllAirports(Tool):

@@ -1,4 +1,4 @@
-"""The tool base class and the three tools both domains share (calculate, think, transfer).
+"""The tool base class, the record lookup and the tools both domains share (calculate, think, transfer, user details).
 
 Every tool is a class named like upstream's with a static ``invoke(data, <params>)`` whose
 parameter names and order are upstream's, so Python itself produces the exact ``TypeError``
@@ -10,6 +10,7 @@ errors the model caused are returned as ``"Error: ..."`` strings or raised as Py
 from __future__ import annotations
 
 import ast
+import json
 import warnings
 from typing import Any, ClassVar
 
@@ -28,6 +29,21 @@ class Tool:
     @staticmethod
     def invoke(data: Any, **kwargs: Any) -> str | None:
         raise NotImplementedError
+
+
+def record_json(table: dict[str, Any], key: str, what: str) -> str:
+    """A record as upstream prints it (json.dumps, stored key order), or upstream's not-found error."""
+    if key in table:
+        return json.dumps(table[key])
+    return f"Error: {what} not found"
+
+
+class GetUserDetails(Tool):
+    name = "get_user_details"
+
+    @staticmethod
+    def invoke(data: Any, user_id: str) -> str:
+        return record_json(data["users"], user_id, "user")
 
 
 class Calculate(Tool):

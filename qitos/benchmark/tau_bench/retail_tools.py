@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .common_tools import Calculate, Think, Tool, TransferToHumanAgents
+from .common_tools import Calculate, GetUserDetails, Think, Tool, TransferToHumanAgents, record_json
 from .state import TauDb
 
 CANCEL_REASONS = ("no longer needed", "ordered by mistake")
@@ -76,10 +76,7 @@ class GetOrderDetails(Tool):
 
     @staticmethod
     def invoke(data: TauDb, order_id: str) -> str:
-        orders = data["orders"]
-        if order_id in orders:
-            return json.dumps(orders[order_id])
-        return "Error: order not found"
+        return record_json(data["orders"], order_id, "order")
 
 
 class GetProductDetails(Tool):
@@ -87,21 +84,7 @@ class GetProductDetails(Tool):
 
     @staticmethod
     def invoke(data: TauDb, product_id: str) -> str:
-        products = data["products"]
-        if product_id in products:
-            return json.dumps(products[product_id])
-        return "Error: product not found"
-
-
-class GetUserDetails(Tool):
-    name = "get_user_details"
-
-    @staticmethod
-    def invoke(data: TauDb, user_id: str) -> str:
-        users = data["users"]
-        if user_id in users:
-            return json.dumps(users[user_id])
-        return "Error: user not found"
+        return record_json(data["products"], product_id, "product")
 
 
 class ListAllProductTypes(Tool):
