@@ -183,12 +183,16 @@ def test_report_timings() -> None:
 
 def test_two_tasks_run_side_by_side_on_separate_displays(tmp_path: Path) -> None:
     """Concurrent executors: each env gets its own display and both oracles still succeed."""
+    import threading
     from concurrent.futures import ThreadPoolExecutor
+
+    both_started = threading.Barrier(2, timeout=60)  # make the two desktops overlap on a slow machine
 
     def solve(task_id: str) -> tuple[str, bool]:
         with DesktopEnv(get_task(task_id), workdir=tmp_path / task_id) as env:
             assert env.desktop is not None
             display = env.desktop.display
+            both_started.wait()
             for action in env.oracle_actions():
                 env.step(action)
             return display, env.finish().success
