@@ -185,7 +185,7 @@ def annotate_manifest(run_dir: Path | str, key: str, value: Any) -> None:
     """
     path = Path(run_dir) / "manifest.json"
     data = json.loads(path.read_text(encoding="utf-8"))
-    if key in data:
+    if data.get(key) is not None:  # the manifest schema lists the key with null until it is set
         return
     data[key] = value
     tmp = path.with_name(f".manifest.json.{os.getpid()}.annotate.tmp")

@@ -32,6 +32,7 @@ def test_concurrent_trials_and_error_isolation(tmp_path):
         assert manifest["status"] == "completed" and manifest["run_spec"]["fingerprint"] in refs
         assert manifest["benchmark_name"] == "jsonl" and manifest["experiment_spec"]["name"] == "jsonl:default"
         assert "answer" not in manifest["task"]["metadata"]
+        assert manifest["evaluation"] == {"success": True, "score": 1.0}
 
 
 def test_rerun_resumes_and_retry_errors(tmp_path):
