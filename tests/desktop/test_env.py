@@ -175,6 +175,19 @@ def test_closing_the_main_window_is_the_agents_doing(tmp_path: Path) -> None:
     assert outcome.state and outcome.state["exit_reason"] == "window_closed"
 
 
+def test_a_sync_round_trip_proves_the_app_has_caught_up(tmp_path: Path) -> None:
+    with DesktopEnv(get_task("close-window"), workdir=tmp_path) as env:
+        before = env.snapshot().seq
+        assert env._sync() == before  # nothing happened: the app answers with the picture it already had
+        assert env.snapshot().synced == env._sync_number == 1
+        env.step(click(env.snapshot(), "tip:text"))
+        env.step({"action_type": "HOTKEY", "keys": ["alt", "f4"]})
+        # step() waited for the app: the state already shows the close, with no sleep here.
+        assert env.state() is not None and env.state().data["closed"] == ["tip"]
+        assert env.snapshot().synced == env._sync_number > 1
+    assert env._sync() == -1, "a stopped app answers nothing and must not hang the caller"
+
+
 def test_report_timings() -> None:
     """Not a check: prints the per-task oracle time (run with -s to see it)."""
     for task_id, seconds in TIMINGS.items():

@@ -283,7 +283,15 @@ class ActionExecutor:
         if isinstance(action, (KeyDown, KeyUp)):
             return ["keydown" if isinstance(action, KeyDown) else "keyup", "--", keysym(action.key)]
         if isinstance(action, Hotkey):
-            return ["key", "--", "+".join(keysym(k) for k in action.keys)]
+            # Press in order, release in reverse, with a pause after each press: sent as one burst (`key a+b`),
+            # openbox now and then misses a chord such as alt+F4 that arrives right after a click.
+            syms = [keysym(k) for k in action.keys]
+            command = []
+            for sym in syms:
+                command += ["keydown", "--", sym, "sleep", "0.03"]
+            for sym in reversed(syms):
+                command += ["keyup", "--", sym]
+            return command
         kind = action.action_type
         raise ActionError(f"no way to execute {kind}", action_type=kind, field="action_type")
 

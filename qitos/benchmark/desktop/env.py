@@ -8,6 +8,7 @@ is what the failure taxonomy (see `classify`) reads.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from .apps import module_for
 from .display import DesktopError, DesktopUnavailable, VirtualDesktop, requirements
 from .failures import FailureTag, StepRecord, classify, locate_press
 from .tasks import DesktopTask
-from .widgets import AppState, WidgetSnapshot, read_snapshot, read_state, write_json_atomic
+from .widgets import AppState, WidgetSnapshot, read_snapshot, read_state, sync_path, write_json_atomic
 
 
 class Observation(BaseModel):
@@ -75,6 +76,7 @@ class DesktopEnv:
         self._terminal: AnyAction | None = None
         self._env_error: str | None = None
         self._shots = 0
+        self._sync_number = 0
 
     # -- lifecycle ----------------------------------------------------------------------------------------
     def __enter__(self) -> "DesktopEnv":
@@ -245,16 +247,35 @@ class DesktopEnv:
         return (self._pointer.x, self._pointer.y) if self._pointer else None
 
     def _settle(self) -> None:
-        """Give the app time to react and republish: wait until the widget file stops changing."""
+        """Give the app time to react, then wait until two sync round trips in a row see the same picture.
+
+        A sync round trip (the app echoes a request number on its next tick) proves the app has run its event
+        loop since the request, so a loaded machine cannot make us read a state the app has not caught up with.
+        """
         time.sleep(self.settle_seconds)
-        last = -1
-        for _ in range(8):
-            snapshot = read_snapshot(self.widgets_path)
-            seq = snapshot.seq if snapshot else -1
+        last = self._sync()
+        for _ in range(6):
+            seq = self._sync()
             if seq == last:
                 return
             last = seq
-            time.sleep(0.12)
+
+    def _sync(self, timeout: float = 3.0) -> int:
+        """Ask the app to republish and wait for its answer; the widget seq it answered with (-1 if none)."""
+        self._sync_number += 1
+        target = sync_path(self.widgets_path)
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_text(str(self._sync_number), encoding="ascii")
+        os.replace(tmp, target)  # the app never reads half a number
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            snapshot = read_snapshot(self.widgets_path)
+            if snapshot is not None and snapshot.synced >= self._sync_number:
+                return snapshot.seq
+            if self._app is None or self._app.poll() is not None:
+                return -1
+            time.sleep(0.02)
+        return -1
 
     def _dead_obs(self) -> Observation:
         return Observation(step=len(self.records), instruction=self.task.instruction, screenshot_path="",
@@ -272,6 +293,8 @@ class DesktopEnv:
         else:
             terminal = self._terminal or self._last_valid_action()
         last = terminal.action_type if terminal is not None else None
+        if self.app_running():
+            self._sync()  # score what the app has really done, not a state it has yet to write
         state = self.state()
         app_crashed = self._app_crashed(state)
         if state is None:

@@ -74,6 +74,7 @@ class WidgetSnapshot(BaseModel):
 
     app: str
     seq: int = 0
+    synced: int = 0  # the last sync request (see sync_path) the app answered
     ready: bool = False
     windows: list[Window] = Field(default_factory=list)
     widgets: list[Widget] = Field(default_factory=list)
@@ -147,6 +148,11 @@ def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
+
+
+def sync_path(widgets_path: Path) -> Path:
+    """Where the environment asks an app to republish: the app answers by echoing the number in `synced`."""
+    return widgets_path.with_suffix(".sync")
 
 
 def read_snapshot(path: Path) -> WidgetSnapshot | None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ..widgets import AppState, Bounds, Widget, WidgetSnapshot, Window, write_json_atomic
+from ..widgets import AppState, Bounds, Widget, WidgetSnapshot, Window, sync_path, write_json_atomic
 
 ChildrenFn = Callable[[], list[Widget]]
 _REFRESH_MS = 100
@@ -69,6 +69,8 @@ class AppHarness:
         self._state_seq = 0
         self._widget_seq = 0
         self._last_published = ""
+        self._sync_path = sync_path(self.widgets_path)
+        self._synced = 0
         self._clock_ms = 0
         self._exit_reason: str | None = None
         _install_select_all(self.root)
@@ -156,11 +158,19 @@ class AppHarness:
             1 for t in self._windows.values() if t.open)
         body = WidgetSnapshot(app=self.app, ready=ready, windows=windows, widgets=widgets)
         text = body.model_dump_json()
-        if text != self._last_published:
-            self._last_published = text
-            self._widget_seq += 1
-            body.seq = self._widget_seq
+        requested = self._sync_request()
+        if text != self._last_published or requested != self._synced:
+            if text != self._last_published:
+                self._widget_seq += 1
+            self._last_published, self._synced = text, requested
+            body.seq, body.synced = self._widget_seq, requested
             write_json_atomic(self.widgets_path, body.model_dump(mode="json"))
+
+    def _sync_request(self) -> int:
+        try:
+            return int(self._sync_path.read_text(encoding="ascii") or 0)
+        except (OSError, ValueError):
+            return self._synced
 
     def _window_record(self, tracked: _TrackedWindow, focus: tk.Misc | None) -> Window | None:
         top = tracked.toplevel
