@@ -2,13 +2,14 @@
 
 Workload: N samples, each a model call that asks for a tool, the tool, and a model call with the final
 answer, served by a local OpenAI-compatible HTTP server (its own process) with a configurable latency.
-Inspect AI is installed by this script into its own venv (benchmarks/.venv-inspect) on first use.
+Inspect AI is installed by this script into its own venv (benchmarks/.venv-inspect) on first use. The bare
+`openai` SDK on a thread pool runs the same workload too: the floor any SDK-based harness starts from.
 
 Prints wall-clock seconds and ratios:
 - zero latency: per-sample overhead of each harness (wall / N); target QitOS <= 0.5 × Inspect.
 - 200 ms latency, N=512, concurrency 64: QitOS wall vs the ideal ceil(N/64) × 2 × 200 ms; target <= 1.15 ×.
 
-Run: .venv/bin/python benchmarks/harness_overhead.py [--quick]
+Run: .venv/bin/python benchmarks/harness_overhead.py [--quick] [--repeats 3] [--no-inspect]
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -66,49 +68,66 @@ class Server:
         self.proc.wait(timeout=10)
 
 
-def drive(python: Path, script: str, base_url: str, samples: int, concurrency: int) -> dict:
+def drive(python: Path, script: str, base_url: str, samples: int, concurrency: int, workdir: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": "not-needed"}
     done = subprocess.run([str(python), str(HERE / "harness_drivers" / script), "--base-url", base_url, "--samples",
-                           str(samples), "--concurrency", str(concurrency)], capture_output=True, text=True, env=env, cwd=REPO)
+                           str(samples), "--concurrency", str(concurrency), "--workdir", str(workdir)],
+                          capture_output=True, text=True, env=env, cwd=REPO)
     if done.returncode != 0:
         raise RuntimeError(f"{script} failed: {done.stderr[-1500:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def scenario(latency: float, samples: int, concurrency: int, inspect_python: Path | None) -> dict:
+def scenario(latency: float, samples: int, concurrency: int, inspect_python: Path | None, repeats: int,
+             workdir: Path) -> dict[str, dict]:
+    """Each harness `repeats` times, interleaved (the machine is noisy); the median run of each."""
+    drivers = {"openai-sdk": (Path(sys.executable), "sdk_driver.py"), "qitos": (Path(sys.executable), "qitos_driver.py")}
+    if inspect_python is not None:
+        drivers["inspect"] = (inspect_python, "inspect_driver.py")
+    runs: dict[str, list[dict]] = {name: [] for name in drivers}
     server = Server(latency)
     try:
-        out = {"qitos": drive(Path(sys.executable), "qitos_driver.py", server.base_url, samples, concurrency)}
-        if inspect_python is not None:
-            out["inspect"] = drive(inspect_python, "inspect_driver.py", server.base_url, samples, concurrency)
+        for _ in range(repeats):
+            for name, (python, script) in drivers.items():
+                runs[name].append(drive(python, script, server.base_url, samples, concurrency, workdir))
     finally:
         server.close()
-    return out
+    return {name: sorted(results, key=lambda r: r["seconds"])[len(results) // 2] for name, results in runs.items()}
+
+
+def report(name: str, result: dict, samples: int, extra: str = "") -> None:
+    print(f"{name:<11}: {result['seconds']:.2f} s wall, {result['seconds'] / samples * 1000:.2f} ms per sample, "
+          f"{result['successes']}/{samples} correct{extra}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="smaller N for a fast look")
+    parser.add_argument("--quick", action="store_true", help="smaller N and one repeat, for a fast look")
     parser.add_argument("--no-inspect", action="store_true")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per harness and scenario; the median is shown")
     args = parser.parse_args()
     inspect_python = None if args.no_inspect else ensure_inspect()
-    n0 = 64 if args.quick else 256
-    print(f"== zero latency, N={n0}, concurrency 16")
-    zero = scenario(0.0, n0, 16, inspect_python)
-    q = zero["qitos"]["seconds"] / n0 * 1000
-    print(f"QitOS   : {zero['qitos']['seconds']:.2f} s wall, {q:.2f} ms per sample, {zero['qitos']['successes']}/{n0} correct")
-    if "inspect" in zero:
-        i = zero["inspect"]["seconds"] / n0 * 1000
-        print(f"Inspect : {zero['inspect']['seconds']:.2f} s wall, {i:.2f} ms per sample, "
-              f"{zero['inspect']['successes']}/{n0} correct")
-        print(f"ratio QitOS/Inspect per-sample overhead: {q / i:.2f} (target <= 0.5)")
-    n1, c1, lat = (128, 64, 0.2) if args.quick else (512, 64, 0.2)
-    ideal = math.ceil(n1 / c1) * 2 * lat
-    print(f"== {lat * 1000:.0f} ms latency, N={n1}, concurrency {c1}; ideal {ideal:.2f} s")
-    slow = scenario(lat, n1, c1, inspect_python)
-    print(f"QitOS   : {slow['qitos']['seconds']:.2f} s wall = {slow['qitos']['seconds'] / ideal:.3f} × ideal (target <= 1.15)")
-    if "inspect" in slow:
-        print(f"Inspect : {slow['inspect']['seconds']:.2f} s wall = {slow['inspect']['seconds'] / ideal:.3f} × ideal")
+    repeats = 1 if args.quick else args.repeats
+    # Every run's traces and logs are kept until the end: deleting them between measured runs would make
+    # the next run's file creation slower on ext4 (recently freed inodes are skipped).
+    with tempfile.TemporaryDirectory(prefix="qitos-harness-") as tmp:
+        workdir = Path(tmp)
+        n0 = 64 if args.quick else 256
+        print(f"== zero latency, N={n0}, concurrency 16 (median of {repeats})")
+        zero = scenario(0.0, n0, 16, inspect_python, repeats, workdir)
+        for name, result in zero.items():
+            report(name, result, n0)
+        if "inspect" in zero:
+            ratio = zero["qitos"]["seconds"] / zero["inspect"]["seconds"]
+            print(f"ratio QitOS/Inspect per-sample overhead: {ratio:.2f} (target <= 0.5)")
+        n1, c1, lat = (128, 64, 0.2) if args.quick else (512, 64, 0.2)
+        ideal = math.ceil(n1 / c1) * 2 * lat
+        print(f"== {lat * 1000:.0f} ms latency, N={n1}, concurrency {c1}; ideal {ideal:.2f} s (median of {repeats})")
+        slow = scenario(lat, n1, c1, inspect_python, repeats, workdir)
+        for name, result in slow.items():
+            report(name, result, n1, f" = {result['seconds'] / ideal:.3f} x ideal")
+        print(f"QitOS wall / ideal: {slow['qitos']['seconds'] / ideal:.3f} (target <= 1.15); "
+              f"QitOS / bare SDK: {slow['qitos']['seconds'] / slow['openai-sdk']['seconds']:.3f}")
 
 
 if __name__ == "__main__":

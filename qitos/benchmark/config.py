@@ -45,6 +45,7 @@ class RunConfig(BaseModel):
     output: Path | None = None
     trace_logdir: Path = Path("runs")
     executor: str = "local"
+    workers: int = 1  # local executor: processes sharing `concurrency`
     ray_address: str | None = None
     retry_errors: bool = False
     force: bool = False

@@ -102,10 +102,11 @@ def run_job(ctx: JobContext, task: Task, trial: int, trace_logdir: Path | None =
                         error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
         if runtime.unavailable:
             return _row(ctx, task, trial, StopReason.REQUIRES_UNAVAILABLE.value, error=runtime.unavailable)
-        result = _run_engine(ctx, task, trial, runtime, trace_logdir or cfg.trace_logdir)
+        verdict = _Verdict(ctx, task, runtime)
+        result = _run_engine(ctx, task, trial, runtime, trace_logdir or cfg.trace_logdir, verdict)
         if result.stop_reason is StopReason.CANCELLED:
             return None
-        return _evaluated_row(ctx, task, trial, result, runtime)
+        return _evaluated_row(ctx, task, trial, result, verdict)
     except Exception as exc:  # noqa: BLE001 - e.g. the recipe failed to build
         return _row(ctx, task, trial, StopReason.ERROR.value, error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
     finally:
@@ -118,7 +119,28 @@ def run_job(ctx: JobContext, task: Task, trial: int, trace_logdir: Path | None =
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _run_engine(ctx: JobContext, task: Task, trial: int, runtime: TaskRuntime, trace_logdir: Path) -> RunResult:
+class _Verdict:
+    """The benchmark's evaluation, run by the engine just before the final manifest write so the outcome is
+    recorded in it (no second rewrite); an evaluator crash is kept for the row instead of raised."""
+
+    def __init__(self, ctx: JobContext, task: Task, runtime: TaskRuntime) -> None:
+        self.ctx, self.task, self.runtime = ctx, task, runtime
+        self.evaluation: Any = None
+        self.error: str | None = None
+
+    def __call__(self, result: RunResult) -> dict[str, Any] | None:
+        if result.stop_reason is StopReason.CANCELLED:
+            return None  # no row: a rerun does the task again
+        try:
+            self.evaluation = self.ctx.adapter.evaluate(self.task, result, self.runtime)
+        except Exception as exc:  # noqa: BLE001 - an evaluator crash is recorded on the row
+            self.error = f"evaluation failed: {type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+            return None
+        return {"success": self.evaluation.success, "score": self.evaluation.score}
+
+
+def _run_engine(ctx: JobContext, task: Task, trial: int, runtime: TaskRuntime, trace_logdir: Path,
+                verdict: _Verdict) -> RunResult:
     recipe_ctx = RecipeContext(task=task, runtime=runtime, load=ctx.cfg.load, options=ctx.cfg.recipe_options(),
                                make_model=ctx.make_model)
     agent = ctx.recipe.build(recipe_ctx)
@@ -127,12 +149,13 @@ def _run_engine(ctx: JobContext, task: Task, trial: int, runtime: TaskRuntime, t
         agent, ctx.model_provider(), env=runtime.env, trace_logdir=trace_logdir, run_prefix=ctx.cfg.benchmark,
         trial=trial, seed=ctx.cfg.model.seed, parse_error_limit=ctx.cfg.parse_error_limit,
         tool_error_limit=ctx.cfg.tool_error_limit, run_spec_extra=ctx.run_spec_extra(), experiment_spec=ctx.experiment,
-        cancel_event=ctx.cancel_event, executor=ctx.cfg.executor,
+        cancel_event=ctx.cancel_event, executor=ctx.cfg.executor, on_finish=verdict,
+        durable_finish=False,  # the result row's flush, right after, covers the trace
     )
     return engine.run(task)
 
 
-def _evaluated_row(ctx: JobContext, task: Task, trial: int, result: RunResult, runtime: TaskRuntime) -> BenchmarkRunResult:
+def _evaluated_row(ctx: JobContext, task: Task, trial: int, result: RunResult, verdict: _Verdict) -> BenchmarkRunResult:
     fields: dict[str, Any] = dict(
         prediction=result.final_answer, steps=result.steps, latency_seconds=result.latency_seconds,
         token_usage=result.usage, cost=result.cost, trace_run_dir=result.run_dir, run_spec_ref=result.run_spec_ref,
@@ -143,15 +166,11 @@ def _evaluated_row(ctx: JobContext, task: Task, trial: int, result: RunResult, r
 
         report = read_manifest(result.run_dir).summary.failure_report or {}
         fields["error"] = report.get("traceback") or result.error
-    try:
-        evaluation = ctx.adapter.evaluate(task, result, runtime)
-    except Exception as exc:  # noqa: BLE001 - an evaluator crash is recorded on the row
-        return _row(ctx, task, trial, StopReason.ERROR.value, **{**fields, "success": None,
-                    "error": f"evaluation failed: {type(exc).__name__}: {exc}\n{traceback.format_exc()}"})
+    evaluation = verdict.evaluation
+    if verdict.error is not None or evaluation is None:
+        return _row(ctx, task, trial, StopReason.ERROR.value,
+                    **{**fields, "success": None, "error": verdict.error or "the evaluation did not run"})
     if evaluation.prediction is not None:
         fields["prediction"] = evaluation.prediction
-    from qitos.trace.writer import annotate_manifest
-
-    annotate_manifest(result.run_dir, "evaluation", {"success": evaluation.success, "score": evaluation.score})
     return _row(ctx, task, trial, result.stop_reason.value, success=evaluation.success, score=evaluation.score,
                 metadata=evaluation.metadata, **fields)

@@ -8,6 +8,7 @@ task × trial pairs → execute → append each row as it finishes (flushed and 
 from __future__ import annotations
 
 import hashlib
+import os
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from .executors import run_local, run_ray
 from .job import JobContext, prepared_task, resolve_recipe
 from .registry import get_adapter
 from .results import NOT_DONE_REASONS, BenchmarkRunResult, ResultsFile
+from .workers import run_workers
 
 
 @dataclass
@@ -55,7 +57,7 @@ def experiment_spec(cfg: RunConfig, tasks: list[Task], recipe_name: str) -> Expe
                             "task_ids_digest": ids_digest, "task_count": len(tasks), "variant": cfg.load.variant,
                             "root": str(cfg.load.root) if cfg.load.root else None, "options": cfg.load.options},
         run_defaults={"recipe": recipe_name, "max_steps": cfg.max_steps, "task_timeout": cfg.task_timeout,
-                      "concurrency": cfg.concurrency, "executor": cfg.executor},
+                      "concurrency": cfg.concurrency, "executor": cfg.executor, "workers": cfg.workers},
     )
 
 
@@ -82,6 +84,20 @@ def _probe_run_spec(ctx: JobContext, tasks: list[Task], model) -> RunSpec:
     return RunSpec(model_name=model.name, model_family=model.family, seed=cfg.model.seed, **ctx.run_spec_extra())
 
 
+def _check_workers(cfg: RunConfig) -> None:
+    if cfg.workers < 1:
+        raise BenchmarkUsageError("--workers must be at least 1")
+    if cfg.workers == 1:
+        return
+    if cfg.executor != "local":
+        raise BenchmarkUsageError("--workers is for the local executor; with --executor ray, Ray places the tasks")
+    if cfg.workers > cfg.concurrency:
+        raise BenchmarkUsageError(f"--workers {cfg.workers} exceeds --concurrency {cfg.concurrency}: each worker "
+                                  "needs at least one task in flight")
+    if not hasattr(os, "fork"):
+        raise BenchmarkUsageError("--workers > 1 needs a system with fork (Linux); use --executor ray instead")
+
+
 def plan_batch(cfg: RunConfig) -> BatchPlan:
     adapter = get_adapter(cfg.benchmark)
     if cfg.load.split is None:
@@ -90,6 +106,7 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
         raise BenchmarkUsageError("--trials and --concurrency must be at least 1")
     if cfg.executor not in ("local", "ray"):
         raise BenchmarkUsageError(f"--executor '{cfg.executor}' is not known; use local or ray")
+    _check_workers(cfg)
     recipe = resolve_recipe(adapter, cfg)
     tasks = adapter.load_tasks(cfg.load)
     if not tasks:
@@ -141,6 +158,8 @@ def execute_batch(plan: BatchPlan, on_row: Callable[[BenchmarkRunResult], None] 
     try:
         if plan.cfg.executor == "ray":
             run_ray(plan.ctx, plan.jobs, plan.cfg.concurrency, on_result, plan.cfg.ray_address)
+        elif plan.cfg.workers > 1:
+            run_workers(plan.ctx, plan.jobs, plan.cfg.concurrency, plan.cfg.workers, on_result)
         else:
             run_local(plan.ctx, plan.jobs, plan.cfg.concurrency, on_result)
     except KeyboardInterrupt:

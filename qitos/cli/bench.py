@@ -52,6 +52,8 @@ def run(
     output: Annotated[Optional[Path], typer.Option(help="results JSONL (resumed if it exists)")] = None,
     trace_logdir: TraceLogdir = "runs",
     executor: Annotated[str, typer.Option(help="local or ray")] = "local",
+    workers: Annotated[int, typer.Option(help="local executor: processes sharing --concurrency (use the other "
+                                              "cores when the batch's own Python work fills one)")] = 1,
     ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster address (default: start a local one)")] = None,
     retry_errors: Annotated[bool, typer.Option("--retry-errors", help="re-run task×trial pairs that ended in error")] = False,
     force: Annotated[bool, typer.Option("--force", help="append to a results file of another configuration")] = False,
@@ -75,7 +77,7 @@ def run(
                                       temperature=temperature, max_tokens=max_tokens, seed=seed),
                     concurrency=concurrency, trials=trials, max_steps=max_steps, task_timeout=task_timeout,
                     output=output, trace_logdir=Path(trace_logdir), executor=executor, ray_address=ray_address,
-                    retry_errors=retry_errors, force=force, dry_run=dry_run)
+                    workers=workers, retry_errors=retry_errors, force=force, dry_run=dry_run)
     ensure_writable_dir(cfg.trace_logdir)
     from qitos.benchmark.runner import plan_batch
 

@@ -94,6 +94,8 @@ class Engine:
         fsync: bool | str = "group",
         executor: str = "local",
         on_step: Callable[[int, RunSummary], None] | None = None,
+        on_finish: Callable[[RunResult], dict[str, Any] | None] | None = None,
+        durable_finish: bool = True,
     ) -> None:
         self.agent, self.model, self.env = agent, model, env
         self.trace_logdir = Path(trace_logdir)
@@ -105,6 +107,11 @@ class Engine:
         self.cancel_event = cancel_event or threading.Event()
         self.redactor = redactor or Redactor()
         self.fsync, self.executor, self.on_step = fsync, executor, on_step
+        # on_finish (e.g. a benchmark's evaluation) sees the result before the final manifest is written and
+        # returns what to record as its `evaluation`, so the outcome lands in the one final write.
+        # durable_finish=False: the caller makes something durable right after (a result row) and that
+        # flush covers the trace, so the run's end does not wait for the disk itself.
+        self.on_finish, self.durable_finish = on_finish, durable_finish
 
     def run_spec(self, task: Task) -> RunSpec:
         return make_run_spec(
@@ -333,14 +340,21 @@ class _Run:
                     env.close()
                 except Exception:  # noqa: BLE001 - cleanup must not mask the run's outcome
                     pass
-            # Checks see the files as they will be after finalize (all lines flushed).
-            for fh in (self.w._events, self.w._steps):
-                fh.flush()
-            checks = official_checks(self.spec, self.e.experiment_spec, self.w.run_dir)
-            self.w.finalize(run_status(reason), summary, checks)
-        return RunResult(
-            run_id=self.w.run_id, run_dir=str(self.w.run_dir), status=run_status(reason), stop_reason=reason,
-            final_answer=summary.final_result, steps=self.steps, usage=self.usage, cost=self.cost,
-            latency_seconds=summary.latency_seconds, error=error, run_spec_ref=self.spec.fingerprint(),
-            official_run=self.w.manifest.official_run,
-        )
+            checks = official_checks(self.spec, self.e.experiment_spec, self.w.integrity())
+            result = RunResult(
+                run_id=self.w.run_id, run_dir=str(self.w.run_dir), status=run_status(reason), stop_reason=reason,
+                final_answer=summary.final_result, steps=self.steps, usage=self.usage, cost=self.cost,
+                latency_seconds=summary.latency_seconds, error=error, run_spec_ref=self.spec.fingerprint(),
+                official_run=all(c.passed for c in checks),
+            )
+            evaluation, hook_error = None, None
+            if self.e.on_finish is not None:
+                try:
+                    evaluation = self.e.on_finish(result)
+                except BaseException as exc:  # noqa: BLE001 - the trace is finalized first, then it propagates
+                    hook_error = exc
+            self.w.sync_at_end = self.e.durable_finish
+            self.w.finalize(run_status(reason), summary, checks, evaluation)
+            if hook_error is not None:
+                raise hook_error
+        return result

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from qitos.trace.reader import validate_trace_files
 from qitos.trace.schema import OfficialCheck
 
 from .provenance import is_package_install
@@ -35,7 +32,9 @@ def check_run_spec(spec: RunSpec) -> OfficialCheck:
     return OfficialCheck(check="run_spec_complete", passed=True, detail="all identity fields recorded")
 
 
-def official_checks(spec: RunSpec, experiment: ExperimentSpec | None, run_dir: Path | None) -> list[OfficialCheck]:
+def official_checks(spec: RunSpec, experiment: ExperimentSpec | None,
+                    trace: tuple[bool, str] | None) -> list[OfficialCheck]:
+    """`trace` is the writer's integrity verdict (None while the run is in progress)."""
     benchmark_work = spec.benchmark_name is not None
     checks = [check_run_spec(spec)]
     if benchmark_work:
@@ -57,9 +56,8 @@ def official_checks(spec: RunSpec, experiment: ExperimentSpec | None, run_dir: P
     checks.append(OfficialCheck(
         check="real_model", passed=real,
         detail=f"model family '{spec.model_family}'" + ("" if real else " is not a real model")))
-    if run_dir is None:
+    if trace is None:
         checks.append(OfficialCheck(check="trace_complete", passed=False, detail="run in progress"))
     else:
-        ok, detail = validate_trace_files(run_dir)
-        checks.append(OfficialCheck(check="trace_complete", passed=ok, detail=detail))
+        checks.append(OfficialCheck(check="trace_complete", passed=trace[0], detail=trace[1]))
     return checks

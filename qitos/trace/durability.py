@@ -47,9 +47,12 @@ class Flusher:
     def mark_dirty(self, path: Path | str) -> int:
         """Record a write to the filesystem holding `path`; returns its ticket."""
         directory = str(path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path)))
-        dev = os.stat(directory).st_dev
+        return self.mark_device(os.stat(directory).st_dev, directory)
+
+    def mark_device(self, device: int, directory: Path | str) -> int:
+        """`mark_dirty` for a caller that already knows the filesystem (no stat per write)."""
         with self._lock:
-            self._dirty[dev] = directory
+            self._dirty[device] = str(directory)
             self._written += 1
             ticket = self._written
         self._ensure_thread()
@@ -97,4 +100,11 @@ class Flusher:
                     self._flush()
 
 
+    def reset_after_fork(self) -> None:
+        """In a forked child: fresh locks and no flusher thread (the parent's may have held a lock at fork)."""
+        self.__init__(self.interval)  # type: ignore[misc]
+
+
 FLUSHER = Flusher()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=FLUSHER.reset_after_fork)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from functools import lru_cache
 from typing import Any
 
 REDACTED = "[REDACTED]"
@@ -17,6 +18,12 @@ _SECRET_KEY = re.compile(r"(api[_-]?key|authorization|auth[_-]?token|access[_-]?
 _SECRET_ENV = re.compile(r"(API_KEY|_TOKEN|SECRET|PASSWORD)$")
 # Keys whose string values are what the model wrote; they are never altered.
 MODEL_TEXT_KEYS = frozenset({"text", "model_response", "final_answer", "rationale"})
+
+
+@lru_cache(maxsize=4096)
+def _is_secret_key(key: str) -> bool:
+    """Keys repeat in every event (role, content, arguments...): match each name once."""
+    return _SECRET_KEY.search(key) is not None
 
 
 class Redactor:
@@ -35,7 +42,7 @@ class Redactor:
 
     def scrub(self, value: Any, key: str | None = None, in_model_text: bool = False) -> Any:
         """Return a redacted copy; strings under model-text keys are left exactly as the model wrote them."""
-        if key is not None and _SECRET_KEY.search(key) and not isinstance(value, (dict, list)) and value not in (None, ""):
+        if key is not None and _is_secret_key(key) and not isinstance(value, (dict, list)) and value not in (None, ""):
             return REDACTED
         model_text = in_model_text or (key in MODEL_TEXT_KEYS)
         if isinstance(value, str):

@@ -22,6 +22,7 @@ from typing import Any
 from .durability import FLUSHER
 from .redact import Redactor
 from .schema import SCHEMA_VERSION, Manifest, OfficialCheck, RunSummary
+from .swap import exchange
 
 _HOST = socket.gethostname()
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -73,7 +74,24 @@ def _dumps(record: Any) -> str:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
+_APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+_REPLACE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 class TraceWriter:
+    """Writes one run's three files through plain file descriptors.
+
+    Every event and step is one `write` of a whole line (no Python buffering, so nothing waits in memory
+    for a flush), and the writer counts the bytes it wrote: `integrity()` then proves the files on disk
+    hold exactly those lines without reading them back.
+    """
+
     def __init__(self, logdir: Path | str, run_id: str, redactor: Redactor | None = None,
                  fsync: bool | str = "group") -> None:
         self.logdir = ensure_writable_dir(Path(logdir))
@@ -84,8 +102,17 @@ class TraceWriter:
         # "group" (default): batched background flushes + a synchronous one at the end;
         # "always" (or True): flush every write; "never" (or False): leave it to the OS.
         self.fsync = {True: "always", False: "never"}.get(fsync, fsync)  # type: ignore[arg-type]
-        self._events = open(self.run_dir / "events.jsonl", "a", encoding="utf-8")
-        self._steps = open(self.run_dir / "steps.jsonl", "a", encoding="utf-8")
+        # A batch whose result row is made durable right after the run sets this False: that flush covers the
+        # trace too, so the run's end need not wait for the disk twice.
+        self.sync_at_end = True
+        self._device = _device_of(self.logdir)
+        self._events = os.open(self.run_dir / "events.jsonl", _APPEND, 0o644)
+        self._steps = os.open(self.run_dir / "steps.jsonl", _APPEND, 0o644)
+        self._written = {"events.jsonl": 0, "steps.jsonl": 0}
+        self._manifest_path = self.run_dir / "manifest.json"
+        self._manifest_tmp = self.run_dir / f".manifest.json.{os.getpid()}.tmp"
+        self._manifest_written = False
+        self._tmp_holds_old = False  # after an exchange the temporary file holds the previous manifest
         now = utc_now()
         self.manifest = Manifest(
             run_id=run_id,
@@ -97,8 +124,12 @@ class TraceWriter:
         self._finalized = False
         # the first manifest is written by the caller once it has filled in the run's identity
 
-
     # -- appends ---------------------------------------------------------------------------
+    def _append(self, fd: int, name: str, record: Any) -> None:
+        data = (_dumps(record) + "\n").encode("utf-8")
+        _write_all(fd, data)
+        self._written[name] += len(data)
+
     def event(self, kind: str, phase: str, payload: dict[str, Any] | None = None, *, step_id: int | None = None,
               ok: bool = True, error: str | None = None) -> int:
         if self._finalized:
@@ -109,20 +140,31 @@ class TraceWriter:
             "ok": ok, "ts": utc_now(), "payload": self.redactor.scrub(payload or {}),
             "error": self.redactor.scrub_text(error) if error else None,
         }
-        self._events.write(_dumps(record) + "\n")
-        self._events.flush()
+        self._append(self._events, "events.jsonl", record)
         self.manifest.event_count = self._seq
         return self._seq
 
     def step(self, record: dict[str, Any]) -> None:
         """Append one finished step and rewrite the manifest (the durability point of a step)."""
-        self._steps.write(_dumps(self.redactor.scrub(record)) + "\n")
-        self._steps.flush()
+        self._append(self._steps, "steps.jsonl", self.redactor.scrub(record))
         if self.fsync == "always":
-            os.fsync(self._events.fileno())
-            os.fsync(self._steps.fileno())
+            os.fsync(self._events)
+            os.fsync(self._steps)
         self.manifest.step_count += 1
         self.write_manifest()
+
+    def integrity(self) -> tuple[bool, str]:
+        """Are the three files present and do the JSONL files hold exactly the lines written (no re-read)?"""
+        if not (self.run_dir / "manifest.json").exists():
+            return False, "manifest.json missing"
+        for name, expected in self._written.items():
+            try:
+                size = os.stat(self.run_dir / name).st_size
+            except FileNotFoundError:
+                return False, f"{name} missing"
+            if size != expected:
+                return False, f"{name} holds {size} bytes but {expected} were written"
+        return True, f"{self._seq} events, {self.manifest.step_count} steps"
 
     # -- manifest --------------------------------------------------------------------------
     def update(self, **fields: Any) -> None:
@@ -132,29 +174,35 @@ class TraceWriter:
         self.manifest = Manifest.model_validate(self.manifest.model_dump())
 
     def write_manifest(self) -> None:
+        """Atomically rewrite manifest.json: write the temporary file, then swap names (see `swap.py`)."""
         self.manifest.updated_at = utc_now()
         # fields are redacted when set (update/finalize), so each rewrite is a plain fast dump
-        target = self.run_dir / "manifest.json"
-        tmp = self.run_dir / f".manifest.json.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(self.manifest.model_dump_json())
-            fh.flush()
+        fd = os.open(self._manifest_tmp, _REPLACE, 0o644)
+        try:
+            _write_all(fd, self.manifest.model_dump_json().encode("utf-8"))
             if self.fsync == "always":
-                os.fsync(fh.fileno())
-        os.replace(tmp, target)
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        if self._manifest_written and exchange(self._manifest_tmp, self._manifest_path):
+            self._tmp_holds_old = True
+        else:
+            os.replace(self._manifest_tmp, self._manifest_path)
+            self._tmp_holds_old = False
+        self._manifest_written = True
         if self.fsync == "group":
-            FLUSHER.mark_dirty(self.run_dir)
+            FLUSHER.mark_device(self._device, self.logdir)
 
-    def finalize(self, status: str, summary: RunSummary, checks: list[OfficialCheck] | None = None) -> None:
+    def finalize(self, status: str, summary: RunSummary, checks: list[OfficialCheck] | None = None,
+                 evaluation: dict[str, Any] | None = None) -> None:
         """Write the final manifest exactly once; later calls are ignored."""
         if self._finalized:
             return
         self._finalized = True
-        for fh in (self._events, self._steps):
-            fh.flush()
+        for fd in (self._events, self._steps):
             if self.fsync == "always":
-                os.fsync(fh.fileno())
-            fh.close()
+                os.fsync(fd)
+            os.close(fd)
         self.manifest.status = status  # type: ignore[assignment]
         summary = RunSummary.model_validate(self.redactor.scrub(summary.model_dump(mode="json")))
         self.manifest.summary = summary
@@ -164,8 +212,13 @@ class TraceWriter:
         if checks is not None:
             self.manifest.official_checks = checks
             self.manifest.official_run = all(c.passed for c in checks)
+        if evaluation is not None:
+            self.manifest.evaluation = evaluation
         self.write_manifest()
-        if self.fsync == "group":
+        if self._tmp_holds_old:
+            os.unlink(self._manifest_tmp)  # one freed inode per run instead of one per rewrite
+            self._tmp_holds_old = False
+        if self.fsync == "group" and self.sync_at_end:
             FLUSHER.sync()  # the end of a run is a durability point
 
     @property
@@ -177,18 +230,14 @@ class TraceWriter:
         return SCHEMA_VERSION
 
 
-def annotate_manifest(run_dir: Path | str, key: str, value: Any) -> None:
-    """Add one new top-level field to a finished run's manifest (atomic rewrite).
+_DEVICES: dict[Path, int] = {}
 
-    Used once per run, after a benchmark's evaluation, to record {success, score} so tools that
-    read only manifests (the board) know the outcome. An existing field is never overwritten.
-    """
-    path = Path(run_dir) / "manifest.json"
-    data = json.loads(path.read_text(encoding="utf-8"))
-    if data.get(key) is not None:  # the manifest schema lists the key with null until it is set
-        return
-    data[key] = value
-    tmp = path.with_name(f".manifest.json.{os.getpid()}.annotate.tmp")
-    tmp.write_text(json.dumps(data, ensure_ascii=False, default=str), encoding="utf-8")
-    os.replace(tmp, path)
-    FLUSHER.mark_dirty(path)
+
+def _device_of(logdir: Path) -> int:
+    """The filesystem a log directory lives on (cached: the group flusher needs it for every write)."""
+    device = _DEVICES.get(logdir)
+    if device is None:
+        device = _DEVICES[logdir] = os.stat(logdir).st_dev
+    return device
+
+

@@ -127,3 +127,66 @@ def test_bad_flags_are_clear(tmp_path):
     bad.write_text('{"id": "a", "question": "q"}\n{oops\n')
     done = qit("bench", "run", "-b", "jsonl", "--root", bad, "--runner", RUNNER, cwd=tmp_path)
     assert done.returncode == 2 and "bad.jsonl line 2" in done.stderr
+
+
+def test_worker_processes_give_the_rows_threads_give(tmp_path):
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 8, crash=(3,))
+    base = ["bench", "run", "-b", "jsonl", "--root", tasks, "--runner", RUNNER, "--trials", "2", "--concurrency", "4"]
+    threads = qit(*base, "--output", "threads.jsonl", "--trace-logdir", "runs_threads", cwd=tmp_path)
+    workers = qit(*base, "--workers", "2", "--output", "workers.jsonl", "--trace-logdir", "runs_workers", cwd=tmp_path)
+    assert threads.returncode == 0 and workers.returncode == 0, workers.stderr
+
+    def comparable(name):
+        return sorted((r["task_id"], r["trial"], r["success"], r["stop_reason"], r["prediction"], r["steps"],
+                       r["run_spec_ref"]) for r in rows(tmp_path / name))
+
+    assert comparable("threads.jsonl") == comparable("workers.jsonl") and len(comparable("workers.jsonl")) == 16
+    pids = set()
+    for r in rows(tmp_path / "workers.jsonl"):
+        run_dir = tmp_path / r["trace_run_dir"]
+        assert run_dir.parent.name == "runs_workers"
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        assert manifest["status"] == ("failed" if r["task_id"] == "crash3" else "completed")
+        assert next(c for c in manifest["official_checks"] if c["check"] == "trace_complete")["passed"]
+        assert not list(run_dir.glob(".manifest.json.*")), "the temporary manifest is removed at the end"
+        pids.add(manifest["writer"]["pid"])
+    assert len(pids) == 2, f"two worker processes wrote the traces, got writers {pids}"
+
+
+def test_ctrl_c_with_worker_processes_cancels_and_resumes(tmp_path):
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 12)
+    args = [sys.executable, "-m", "qitos.cli.qit", "bench", "run", "-b", "jsonl", "--root", str(tasks), "--runner",
+            "tests.support.runners:slow_oracle", "--concurrency", "4", "--workers", "2", "--output", "r.jsonl"]
+    env = {**__import__("os").environ, "PYTHONPATH": str(REPO), "QITOS_TEST_DELAY": "1.0"}
+    # its own process group, like a terminal's foreground job: Ctrl-C reaches the parent and every worker
+    proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not ((tmp_path / "r.jsonl").exists() and rows(tmp_path / "r.jsonl")):
+        time.sleep(0.05)
+    import os
+
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "rerun the same command to resume" in out
+    saved = rows(tmp_path / "r.jsonl")
+    assert 1 <= len(saved) < 12 and all(r["stop_reason"] == "final" for r in saved)
+    statuses = {json.loads(m.read_text())["status"] for m in (tmp_path / "runs").glob("*/manifest.json")}
+    assert "cancelled" in statuses and "running" not in statuses
+    env["QITOS_TEST_DELAY"] = "0"
+    resumed = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{12 - len(saved)} to run, {len(saved)} already done" in resumed.stdout
+    after = rows(tmp_path / "r.jsonl")
+    assert sorted(r["task_id"] for r in after) == sorted(f"t{i}" for i in range(12))
+
+
+def test_bad_worker_flags_are_clear(tmp_path):
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 2)
+    base = ["bench", "run", "-b", "jsonl", "--root", tasks, "--runner", RUNNER]
+    for args, message in [(["--workers", "0"], "--workers must be at least 1"),
+                          (["--workers", "3", "--concurrency", "2"], "exceeds --concurrency 2"),
+                          (["--workers", "2", "--concurrency", "2", "--executor", "ray"], "for the local executor")]:
+        done = qit(*base, *args, cwd=tmp_path)
+        assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)

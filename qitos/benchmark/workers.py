@@ -1,0 +1,124 @@
+"""`--workers N`: the local executor spread over N forked processes, each running its own thread pool.
+
+One Python process runs Python code on one core at a time (the GIL). When a batch's own work (agent
+code, parsing, tracing, the HTTP client) fills that core, more threads only queue for it; worker
+processes use the other cores. Workers are forked after planning, so they start in milliseconds with
+the batch context (adapter, recipe, model client, data) already loaded. Each worker pulls jobs from a
+shared queue, writes its traces straight into the log directory, makes them durable, and sends the
+row back; the parent appends rows and drives the progress bar exactly as with threads. Ctrl-C reaches
+every worker (same process group): in-flight runs end `cancelled` and a rerun resumes.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import gc
+import multiprocessing
+import os
+import queue
+import signal
+import threading
+import traceback
+from typing import Iterable, Iterator
+
+from qitos.core.task import Task
+from qitos.trace.durability import FLUSHER
+
+from .executors import OnResult, run_local
+from .job import JobContext
+from .results import BenchmarkRunResult
+
+_FINISHED = "finished"
+
+
+def run_workers(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: int, workers: int,
+                on_result: OnResult) -> None:
+    """Run jobs in `workers` processes with `concurrency` in flight overall."""
+    job_list = list(jobs)
+    workers = max(1, min(workers, len(job_list)))
+    if not job_list:
+        return
+    mp = multiprocessing.get_context("fork")
+    todo, done, cancel = mp.Queue(), mp.Queue(), mp.Event()
+    for index in range(len(job_list)):
+        todo.put(index)
+    for _ in range(workers):
+        todo.put(None)
+    shares = [concurrency // workers + (1 if i < concurrency % workers else 0) for i in range(workers)]
+    procs = [mp.Process(target=_worker, args=(ctx, job_list, max(1, share), todo, done, cancel),
+                        name=f"qitos-worker-{i}", daemon=True) for i, share in enumerate(shares)]
+    # Freeze what is loaded (modules, schemas, the benchmark's data) so the workers' garbage collector never
+    # walks it again: cheaper collections, and no copy-on-write of pages the collector would have touched.
+    gc.freeze()
+    try:
+        for proc in procs:
+            proc.start()
+    finally:
+        gc.unfreeze()
+    # Ctrl-C reaches the workers directly; here it only marks the batch cancelled, so the parent is never
+    # interrupted halfway through recording a row it has already received.
+    previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
+    try:
+        _collect(job_list, procs, done, on_result)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if cancel.is_set():
+        raise KeyboardInterrupt
+
+
+def _collect(job_list: list[tuple[Task, int]], procs: list, done, on_result: OnResult) -> None:
+    """Hand each row to `on_result` until every worker has said it is finished (or has died)."""
+    finished = 0
+    # Rows are recorded on a few threads so that rows arriving together share one disk flush (group commit),
+    # as they do when worker threads record their own rows.
+    with cf.ThreadPoolExecutor(max_workers=8, thread_name_prefix="qitos-rows") as recorders:
+        while finished < len(procs):
+            try:
+                item = done.get(timeout=0.25)
+            except queue.Empty:
+                if all(not p.is_alive() for p in procs) and done.empty():
+                    break  # a worker died without saying so (e.g. killed): its unfinished jobs stay undone
+                continue
+            if item == _FINISHED:
+                finished += 1
+                continue
+            index, row = item
+            task, trial = job_list[index]
+            recorders.submit(on_result, task, trial, None if row is None else BenchmarkRunResult.model_validate_json(row))
+    for proc in procs:
+        proc.join(timeout=30)
+
+
+def _worker(ctx: JobContext, job_list: list[tuple[Task, int]], concurrency: int, todo, done, cancel) -> None:
+    """One worker process: a thread pool fed from the shared queue; rows go back through `done`."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    threading.Thread(target=lambda: (cancel.wait(), ctx.cancel_event.set()), daemon=True).start()
+    slot: dict[tuple[str, int], int] = {}
+
+    def jobs() -> Iterator[tuple[Task, int]]:
+        while not ctx.cancel_event.is_set():
+            index = todo.get()
+            if index is None:
+                return
+            task, trial = job_list[index]
+            slot[(task.id, trial)] = index
+            yield task, trial
+
+    def report(task: Task, trial: int, row: BenchmarkRunResult | None) -> None:
+        if row is not None:
+            FLUSHER.sync()  # the trace is durable before the parent records its row
+        done.put((slot[(task.id, trial)], None if row is None else row.model_dump_json()))
+
+    code = 0
+    try:
+        run_local(ctx, jobs(), concurrency, report)
+    except KeyboardInterrupt:
+        ctx.cancel_event.set()
+    except BaseException:  # noqa: BLE001 - say why this worker stopped; its unfinished jobs stay undone
+        traceback.print_exc()
+        code = 1
+    finally:
+        done.put(_FINISHED)
+        done.close()
+        done.join_thread()  # every row reaches the parent before this process exits
+        os._exit(code)  # skip teardown of state inherited from the parent (atexit handlers, its threads' objects)
