@@ -4,8 +4,8 @@ One Python process runs Python code on one core at a time (the GIL). When a batc
 code, parsing, tracing, the HTTP client) fills that core, more threads only queue for it; worker
 processes use the other cores. Workers are forked after planning, so they start in milliseconds with
 the batch context (adapter, recipe, model client, data) already loaded. Each worker pulls jobs from a
-shared queue, writes its traces straight into the log directory, makes them durable, and sends the
-row back; the parent appends rows and drives the progress bar exactly as with threads. Ctrl-C reaches
+shared queue, writes its traces straight into the log directory and sends the row back (the row's
+disk flush covers its trace); the parent appends rows and drives the progress bar exactly as with threads. Ctrl-C reaches
 every worker (same process group): in-flight runs end `cancelled` and a rerun resumes.
 """
 
@@ -57,11 +57,13 @@ def run_workers(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: 
         gc.unfreeze()
     # Ctrl-C reaches the workers directly; here it only marks the batch cancelled, so the parent is never
     # interrupted halfway through recording a row it has already received.
-    previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
+    in_main = threading.current_thread() is threading.main_thread()  # only the main thread may set handlers
+    previous = signal.signal(signal.SIGINT, lambda *_: cancel.set()) if in_main else None
     try:
         _collect(job_list, procs, done, on_result)
     finally:
-        signal.signal(signal.SIGINT, previous)
+        if in_main:
+            signal.signal(signal.SIGINT, previous)
     if cancel.is_set():
         raise KeyboardInterrupt
 
@@ -69,6 +71,7 @@ def run_workers(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: 
 def _collect(job_list: list[tuple[Task, int]], procs: list, done, on_result: OnResult) -> None:
     """Hand each row to `on_result` until every worker has said it is finished (or has died)."""
     finished = 0
+    recorded: list[cf.Future] = []
     # Rows are recorded on a few threads so that rows arriving together share one disk flush (group commit),
     # as they do when worker threads record their own rows.
     with cf.ThreadPoolExecutor(max_workers=8, thread_name_prefix="qitos-rows") as recorders:
@@ -84,9 +87,20 @@ def _collect(job_list: list[tuple[Task, int]], procs: list, done, on_result: OnR
                 continue
             index, row = item
             task, trial = job_list[index]
-            recorders.submit(on_result, task, trial, None if row is None else BenchmarkRunResult.model_validate_json(row))
+            recorded.append(recorders.submit(_record, on_result, task, trial, row))
     for proc in procs:
         proc.join(timeout=30)
+    for future in recorded:
+        future.result()  # a row that could not be recorded (e.g. a full disk) is an error, not silence
+
+
+def _record(on_result: OnResult, task: Task, trial: int, row_json: str | None) -> None:
+    row = None if row_json is None else BenchmarkRunResult.model_validate_json(row_json)
+    if row is not None and row.trace_run_dir:
+        # The row's disk flush (group commit, in on_result) then also covers the trace the worker wrote,
+        # wherever it lives: one flush per row instead of one in the worker and one here.
+        FLUSHER.mark_dirty(row.trace_run_dir)
+    on_result(task, trial, row)
 
 
 def _worker(ctx: JobContext, job_list: list[tuple[Task, int]], concurrency: int, todo, done, cancel) -> None:
@@ -105,8 +119,6 @@ def _worker(ctx: JobContext, job_list: list[tuple[Task, int]], concurrency: int,
             yield task, trial
 
     def report(task: Task, trial: int, row: BenchmarkRunResult | None) -> None:
-        if row is not None:
-            FLUSHER.sync()  # the trace is durable before the parent records its row
         done.put((slot[(task.id, trial)], None if row is None else row.model_dump_json()))
 
     code = 0

@@ -52,8 +52,9 @@ def run(
     output: Annotated[Optional[Path], typer.Option(help="results JSONL (resumed if it exists)")] = None,
     trace_logdir: TraceLogdir = "runs",
     executor: Annotated[str, typer.Option(help="local or ray")] = "local",
-    workers: Annotated[int, typer.Option(help="local executor: processes sharing --concurrency (use the other "
-                                              "cores when the batch's own Python work fills one)")] = 1,
+    workers: Annotated[int, typer.Option(help="local executor: processes sharing --concurrency; at dozens of "
+                                              "tasks in flight, about one per 16 (threads of one process queue "
+                                              "for its interpreter lock)")] = 1,
     ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster address (default: start a local one)")] = None,
     retry_errors: Annotated[bool, typer.Option("--retry-errors", help="re-run task×trial pairs that ended in error")] = False,
     force: Annotated[bool, typer.Option("--force", help="append to a results file of another configuration")] = False,

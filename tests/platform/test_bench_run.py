@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from tests.platform.conftest import REPO, qit, rows, write_tasks
 
@@ -190,3 +191,26 @@ def test_bad_worker_flags_are_clear(tmp_path):
                           (["--workers", "2", "--concurrency", "2", "--executor", "ray"], "for the local executor")]:
         done = qit(*base, *args, cwd=tmp_path)
         assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
+
+
+def test_an_evaluator_crash_is_a_row_and_the_trace_is_still_final(tmp_path, monkeypatch):
+    from qitos.benchmark.base import LoadOptions
+    from qitos.benchmark.config import RunConfig
+    from qitos.benchmark.runner import execute_batch, plan_batch
+
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 2)
+    plan = plan_batch(RunConfig(benchmark="jsonl", load=LoadOptions(root=tasks), runner=RUNNER,
+                                output=tmp_path / "r.jsonl", trace_logdir=tmp_path / "runs"))
+
+    def explode(task, result, runtime):
+        raise ValueError(f"scorer exploded on {task.id}")
+
+    monkeypatch.setattr(plan.ctx.adapter, "evaluate", explode)
+    outcome = execute_batch(plan)
+    assert sorted(r.task_id for r in outcome.rows) == ["t0", "t1"]
+    for row in outcome.rows:
+        assert row.stop_reason == "error" and row.success is None
+        assert f"evaluation failed: ValueError: scorer exploded on {row.task_id}" in row.error and "Traceback" in row.error
+        manifest = json.loads((Path(row.trace_run_dir) / "manifest.json").read_text())
+        assert manifest["status"] == "completed" and manifest["evaluation"] is None
+    assert len(rows(tmp_path / "r.jsonl")) == 2

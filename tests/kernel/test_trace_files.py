@@ -1,0 +1,64 @@
+"""The trace writer's files: manifest rewrites reuse one spare file (no inode freed per rewrite), the end
+leaves only the three trace files, and the integrity check catches lines lost or added behind its back."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from qitos.trace.schema import RunSummary
+from qitos.trace.swap import exchange
+from qitos.trace.writer import TraceWriter
+
+
+def test_exchange_swaps_two_files_atomically(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_text("new")
+    b.write_text("old")
+    inode_a, inode_b = a.stat().st_ino, b.stat().st_ino
+    if not exchange(a, b):
+        pytest.skip("this filesystem cannot exchange names; the writer falls back to os.replace")
+    assert b.read_text() == "new" and a.read_text() == "old"
+    assert b.stat().st_ino == inode_a and a.stat().st_ino == inode_b
+
+
+def test_exchange_with_a_missing_file_is_an_error_not_a_silent_success(tmp_path: Path) -> None:
+    (tmp_path / "a").write_text("x")
+    if sys.platform.startswith("linux"):
+        with pytest.raises(FileNotFoundError):
+            exchange(tmp_path / "a", tmp_path / "missing")
+
+
+def test_manifest_rewrites_reuse_two_inodes_and_the_end_leaves_three_files(tmp_path: Path) -> None:
+    writer = TraceWriter(tmp_path, "run_t_0_20260101T000000_abcdef", fsync=False)
+    manifest = writer.run_dir / "manifest.json"
+    inodes = set()
+    for step in range(6):
+        writer.step({"step_id": step + 1})
+        inodes.add(manifest.stat().st_ino)
+        assert json.loads(manifest.read_text())["step_count"] == step + 1  # always whole and current
+    if sys.platform.startswith("linux"):
+        assert len(inodes) <= 2, f"each rewrite freed an inode: {len(inodes)} different manifests"
+    writer.finalize("completed", RunSummary(stop_reason="final", steps=6))
+    assert sorted(os.listdir(writer.run_dir)) == ["events.jsonl", "manifest.json", "steps.jsonl"]
+    assert json.loads(manifest.read_text())["status"] == "completed"
+
+
+def test_integrity_counts_the_bytes_it_wrote(tmp_path: Path) -> None:
+    writer = TraceWriter(tmp_path, "run_t_0_20260101T000000_abcdef", fsync=False)
+    writer.write_manifest()
+    writer.event("run_start", "INIT", {"task_id": "t"})
+    writer.step({"step_id": 1})
+    assert writer.integrity() == (True, "1 events, 1 steps")
+    with open(writer.run_dir / "events.jsonl", "a") as fh:
+        fh.write('{"seq": 99}\n')  # a line the writer did not write
+    ok, detail = writer.integrity()
+    assert not ok and "events.jsonl holds" in detail
+    other = TraceWriter(tmp_path, "run_t_0_20260101T000000_fedcba", fsync=False)
+    other.write_manifest()
+    os.unlink(other.run_dir / "steps.jsonl")
+    assert other.integrity() == (False, "steps.jsonl missing")
