@@ -116,19 +116,3 @@ def load_run(run_dir: Path | str) -> RunTrace:
     events = read_events(run_dir, issues)
     steps = read_steps(run_dir, issues)
     return RunTrace(run_dir, manifest, events, steps, issues)
-
-
-def validate_trace_files(run_dir: Path) -> tuple[bool, str]:
-    """Are the three files present, every line whole JSON and the event sequence gap-free?"""
-    issues: list[JsonlIssue] = []
-    for name in ("manifest.json", "events.jsonl", "steps.jsonl"):
-        if not (run_dir / name).exists():
-            return False, f"{name} missing"
-    seqs = [e.get("seq") for e in iter_jsonl(run_dir / "events.jsonl", issues)]
-    steps = list(iter_jsonl(run_dir / "steps.jsonl", issues))
-    if issues:
-        first = issues[0]
-        return False, f"{first.file} line {first.line}: {first.message}"
-    if seqs != list(range(1, len(seqs) + 1)):
-        return False, "event sequence numbers have gaps"
-    return True, f"{len(seqs)} events, {len(steps)} steps"
