@@ -8,13 +8,13 @@ touched for a long time. A torn last JSONL line is skipped and reported, never f
 from __future__ import annotations
 
 import json
-import os
 import socket
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
+from .liveness import writer_alive
 from .schema import Event, Manifest, StepRecord
 
 STALE_AFTER_SECONDS = 6 * 3600
@@ -45,23 +45,14 @@ class RunTrace:
         return effective_status(self.manifest)
 
 
-def pid_alive(pid: int) -> bool:
-    """Does a process with this id exist on this host?"""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def effective_status(manifest: Manifest) -> str:
     if manifest.status != "running":
         return manifest.status
     writer = manifest.writer or {}
     if writer.get("host") == socket.gethostname() and isinstance(writer.get("pid"), int):
-        return "running" if pid_alive(writer["pid"]) else "interrupted"
+        started = writer.get("started")
+        alive = writer_alive(writer["pid"], started if isinstance(started, int) else None)
+        return "running" if alive else "interrupted"
     try:
         updated = datetime.fromisoformat(manifest.updated_at.replace("Z", "+00:00"))
     except ValueError:

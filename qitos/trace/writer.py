@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .durability import FLUSHER
+from .liveness import own_start
 from .redact import Redactor
 from .schema import SCHEMA_VERSION, Manifest, OfficialCheck, RunSummary
 from .swap import exchange
@@ -118,7 +119,7 @@ class TraceWriter:
             run_id=run_id,
             created_at=now,
             updated_at=now,
-            writer={"pid": os.getpid(), "host": _HOST},
+            writer={"pid": os.getpid(), "host": _HOST, "started": own_start()},
         )
         self._seq = 0
         self._finalized = False

@@ -62,3 +62,19 @@ def test_integrity_counts_the_bytes_it_wrote(tmp_path: Path) -> None:
     other.write_manifest()
     os.unlink(other.run_dir / "steps.jsonl")
     assert other.integrity() == (False, "steps.jsonl missing")
+
+
+def test_a_live_pid_that_is_another_process_means_the_run_was_interrupted(tmp_path: Path) -> None:
+    from qitos.trace.reader import effective_status
+
+    writer = TraceWriter(tmp_path, "run_t_0_20260101T000000_abcdef", fsync=False)
+    assert writer.manifest.writer["pid"] == os.getpid()
+    assert effective_status(writer.manifest) == "running"  # this very process is writing it
+    if writer.manifest.writer["started"] is None:
+        pytest.skip("no /proc here: a reused PID cannot be told apart")
+    # The writer died and the system gave its PID to another process: same number, another start time.
+    reused = writer.manifest.model_copy(update={"writer": {**writer.manifest.writer,
+                                                           "started": writer.manifest.writer["started"] - 1}})
+    assert effective_status(reused) == "interrupted"
+    older = writer.manifest.model_copy(update={"writer": {"pid": os.getpid(), "host": writer.manifest.writer["host"]}})
+    assert effective_status(older) == "running", "manifests written before start times were recorded still work"

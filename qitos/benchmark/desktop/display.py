@@ -23,7 +23,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, Callable
 
-from qitos.trace.reader import pid_alive
+from qitos.trace.liveness import pid_alive
 
 _LOCK_DIR = Path("/tmp")
 _SOCKET_DIR = Path("/tmp/.X11-unix")
