@@ -74,16 +74,15 @@ def _ray_job(cfg_json: str, task_json: str, trial: int, digest: str, experiment_
     from qitos.spec.run_spec import ExperimentSpec
 
     from .config import RunConfig
-    from .job import resolve_recipe
+    from .job import batch_model_provider, resolve_recipe
     from .registry import get_adapter
 
     cfg = RunConfig.model_validate_json(cfg_json)
     adapter = get_adapter(cfg.benchmark)
-    model = None if cfg.model.stateful else cfg.model.build()
-    ctx = JobContext(cfg=cfg, adapter=adapter, recipe=resolve_recipe(adapter, cfg), dataset_digest=digest,
+    recipe = resolve_recipe(adapter, cfg)
+    ctx = JobContext(cfg=cfg, adapter=adapter, recipe=recipe, dataset_digest=digest,
                      experiment=ExperimentSpec.model_validate_json(experiment_json),
-                     model_provider=(cfg.model.build if model is None else (lambda: model)),
-                     cancel_event=threading.Event())
+                     model_provider=batch_model_provider(cfg, recipe), cancel_event=threading.Event())
     with tempfile.TemporaryDirectory(prefix="qitos-ray-") as tmp:
         row = run_job(ctx, Task.model_validate_json(task_json), trial, trace_logdir=Path(tmp))
         if row is None:

@@ -44,6 +44,22 @@ def resolve_recipe(adapter: BenchmarkAdapter, cfg: RunConfig) -> Recipe:
     return recipes[name]
 
 
+def batch_model_provider(cfg: RunConfig, recipe: Recipe, *, preflight: bool = False) -> Callable[[], Any]:
+    """What each job calls for its model: one shared model, a fresh one per job for stateful models
+    (scripted, replay), or `NoModel` for recipes that call none (oracles need no model installed)."""
+    if not recipe.needs_model:
+        from qitos.models.absent import NoModel
+
+        none = NoModel(f"recipe '{recipe.name}'")
+        return lambda: none
+    if cfg.model.stateful:
+        return cfg.model.build
+    shared = cfg.model.build()
+    if preflight and hasattr(shared, "preflight"):
+        shared.preflight()
+    return lambda: shared
+
+
 def prepared_task(adapter: BenchmarkAdapter, cfg: RunConfig, task: Task) -> Task:
     """The task with the batch budget (adapter default, then --max-steps / --task-timeout)."""
     budget = adapter.task_budget(task).model_copy()

@@ -23,7 +23,7 @@ from .base import BenchmarkAdapter, RecipeContext
 from .config import RunConfig
 from .errors import BenchmarkUsageError
 from .executors import run_local, run_ray
-from .job import JobContext, prepared_task, resolve_recipe
+from .job import JobContext, batch_model_provider, prepared_task, resolve_recipe
 from .registry import get_adapter
 from .results import NOT_DONE_REASONS, BenchmarkRunResult, ResultsFile
 from .workers import run_workers
@@ -116,10 +116,7 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
         cfg.load.model_copy(update={"limit": None, "task_ids": None}))
     digest = adapter.dataset_digest(cfg.load, whole)
     experiment = experiment_spec(cfg, tasks, recipe.name)
-    shared_model = None if (cfg.model.stateful or not recipe.needs_model) else cfg.model.build()
-    if shared_model is not None and hasattr(shared_model, "preflight"):
-        shared_model.preflight()
-    provider: Callable = (lambda: shared_model) if shared_model is not None else cfg.model.build
+    provider = batch_model_provider(cfg, recipe, preflight=True)
     ctx = JobContext(cfg, adapter, recipe, digest, experiment, provider, threading.Event())
     spec = _probe_run_spec(ctx, tasks, provider())
     output = cfg.output or cfg.default_output()

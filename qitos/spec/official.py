@@ -7,7 +7,7 @@ from qitos.trace.schema import OfficialCheck
 from .provenance import is_package_install
 from .run_spec import ExperimentSpec, RunSpec
 
-NOT_REAL_MODEL_FAMILIES = frozenset({"scripted", "replay"})
+NOT_REAL_MODEL_FAMILIES = frozenset({"scripted", "replay", "none"})
 
 
 def check_run_spec(spec: RunSpec) -> OfficialCheck:

@@ -28,6 +28,8 @@ def run_batch(tau_data: Path, tmp_path: Path, subset: str, split: str, **kwargs)
 def test_cli_oracle_scores_115_of_115(tau_data: Path, tmp_path: Path) -> None:
     done = qit("bench", "run", "--benchmark", "tau-bench", "--subset", "retail", "--split", "test",
                "--recipe", "oracle", "--concurrency", "2", "--output", "r.jsonl", "--trace-logdir", "runs",
+               # an oracle builds no model: even a model file that does not exist is never opened
+               "--model-name", "local:/nonexistent/model.gguf",
                cwd=tmp_path, env={"QITOS_DATA_DIR": str(tau_data.parent)})
     assert done.returncode == 0, done.stderr
     assert "successes 115/115" in done.stdout
@@ -36,6 +38,9 @@ def test_cli_oracle_scores_115_of_115(tau_data: Path, tmp_path: Path) -> None:
     assert {r["stop_reason"] for r in out} == {"env_terminal"}
     manifest = json.loads((tmp_path / out[0]["trace_run_dir"] / "manifest.json").read_text())
     assert manifest["replay_mode"] == "deterministic" and manifest["benchmark_name"] == "tau-bench"
+    assert manifest["model_id"] == "none" and manifest["model_family"] == "none" and out[0]["model"] is None
+    checks = {c["check"]: c["passed"] for c in manifest["official_checks"]}
+    assert not checks["real_model"] and not checks["official_recipe"] and not manifest["official_run"]
     assert not {"actions", "outputs", "_instruction"} & set(manifest["task"]["metadata"])
     report = qit("bench", "eval", "--input", "r.jsonl", "--json", cwd=tmp_path)
     assert report.returncode == 0, report.stderr
