@@ -4,9 +4,9 @@ One Python process runs Python code on one core at a time (the GIL). When a batc
 code, parsing, tracing, the HTTP client) fills that core, more threads only queue for it; worker
 processes use the other cores. Workers are forked after planning, so they start in milliseconds with
 the batch context (adapter, recipe, model client, data) already loaded. Each worker pulls jobs from a
-shared queue, writes its traces straight into the log directory and sends the row back (the row's
-disk flush covers its trace); the parent appends rows and drives the progress bar exactly as with threads. Ctrl-C reaches
-every worker (same process group): in-flight runs end `cancelled` and a rerun resumes.
+shared queue, writes its traces straight into the log directory and sends the row back (the row's disk
+flush covers its trace); the parent appends rows and drives the progress bar exactly as with threads.
+Ctrl-C reaches every worker (same process group): in-flight runs end `cancelled` and a rerun resumes.
 """
 
 from __future__ import annotations

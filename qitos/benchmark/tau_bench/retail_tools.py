@@ -45,6 +45,29 @@ def _price_difference(data: TauDb, order: dict[str, Any], item_ids: Any, new_ite
     return diff, None
 
 
+def _checked_swap(data: TauDb, order_id: str, item_ids: Any, new_item_ids: Any, payment_method_id: str,
+                  status: str, refusal: str) -> tuple[dict[str, Any], dict[str, Any], Any] | str:
+    """The checks shared by modifying and exchanging items, in upstream's order: (order, the user's payment
+    methods, unrounded price difference), or the first error."""
+    if order_id not in data["orders"]:
+        return "Error: order not found"
+    order = data.writable("orders", order_id)
+    if order["status"] != status:
+        return refusal
+    missing = _over_requested(item_ids, order)
+    if missing:
+        return f"Error: {missing[0]} not found"
+    if len(item_ids) != len(new_item_ids):
+        return "Error: the number of items to be exchanged should match"
+    diff, error = _price_difference(data, order, item_ids, new_item_ids)
+    if error:
+        return error
+    methods = data["users"][order["user_id"]]["payment_methods"]
+    if payment_method_id not in methods:
+        return "Error: payment method not found"
+    return order, methods, diff
+
+
 class FindUserIdByEmail(Tool):
     name = "find_user_id_by_email"
 
@@ -188,22 +211,11 @@ class ModifyPendingOrderItems(Tool):
 
     @staticmethod
     def invoke(data: TauDb, order_id: str, item_ids: list[str], new_item_ids: list[str], payment_method_id: str) -> str:
-        if order_id not in data["orders"]:
-            return "Error: order not found"
-        order = data.writable("orders", order_id)
-        if order["status"] != "pending":
-            return "Error: non-pending order cannot be modified"
-        missing = _over_requested(item_ids, order)
-        if missing:
-            return f"Error: {missing[0]} not found"
-        if len(item_ids) != len(new_item_ids):
-            return "Error: the number of items to be exchanged should match"
-        diff, error = _price_difference(data, order, item_ids, new_item_ids)
-        if error:
-            return error
-        methods = data["users"][order["user_id"]]["payment_methods"]
-        if payment_method_id not in methods:
-            return "Error: payment method not found"
+        checked = _checked_swap(data, order_id, item_ids, new_item_ids, payment_method_id,
+                                "pending", "Error: non-pending order cannot be modified")
+        if isinstance(checked, str):
+            return checked
+        order, methods, diff = checked
         if methods[payment_method_id]["source"] == "gift_card" and methods[payment_method_id]["balance"] < diff:
             return "Error: insufficient gift card balance to pay for the new item"
         # quirk: the unrounded difference is recorded, and a zero difference is a "refund"
@@ -234,23 +246,12 @@ class ExchangeDeliveredOrderItems(Tool):
 
     @staticmethod
     def invoke(data: TauDb, order_id: str, item_ids: list[str], new_item_ids: list[str], payment_method_id: str) -> str:
-        if order_id not in data["orders"]:
-            return "Error: order not found"
-        order = data.writable("orders", order_id)
-        if order["status"] != "delivered":
-            return "Error: non-delivered order cannot be exchanged"
-        missing = _over_requested(item_ids, order)
-        if missing:
-            return f"Error: {missing[0]} not found"
-        if len(item_ids) != len(new_item_ids):
-            return "Error: the number of items to be exchanged should match"
-        diff, error = _price_difference(data, order, item_ids, new_item_ids)
-        if error:
-            return error
+        checked = _checked_swap(data, order_id, item_ids, new_item_ids, payment_method_id,
+                                "delivered", "Error: non-delivered order cannot be exchanged")
+        if isinstance(checked, str):
+            return checked
+        order, methods, diff = checked
         diff = round(diff, 2)
-        methods = data["users"][order["user_id"]]["payment_methods"]
-        if payment_method_id not in methods:
-            return "Error: payment method not found"
         if methods[payment_method_id]["source"] == "gift_card" and methods[payment_method_id]["balance"] < diff:
             return "Error: insufficient gift card balance to pay for the price difference"
         order["status"] = "exchange requested"
