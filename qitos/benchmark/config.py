@@ -27,6 +27,11 @@ class ModelConfig(BaseModel):
                              temperature=self.temperature, max_tokens=self.max_tokens, seed=self.seed)
 
     @property
+    def embedded(self) -> bool:
+        """The in-process llama.cpp model: one copy per process, so it is not spread over worker processes."""
+        return self.model_name == "local" or self.model_name.startswith("local:")
+
+    @property
     def stateful(self) -> bool:
         """Scripted and replay models keep a position: each task needs its own instance."""
         return self.model_name.startswith(("scripted:", "replay:"))
@@ -45,7 +50,7 @@ class RunConfig(BaseModel):
     output: Path | None = None
     trace_logdir: Path = Path("runs")
     executor: str = "local"
-    workers: int = 1  # local executor: processes sharing `concurrency`
+    workers: int | str = "auto"  # local executor: processes sharing `concurrency`; "auto": see runner.auto_workers
     ray_address: str | None = None
     retry_errors: bool = False
     force: bool = False

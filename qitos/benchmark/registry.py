@@ -1,4 +1,10 @@
-"""Which benchmarks exist: built-in families plus third parties via the `qitos.benchmarks` entry point."""
+"""Which benchmarks exist: built-in families plus third parties via the `qitos.benchmarks` entry point.
+
+Names are matched after normalisation (lower case, `_` and spaces as `-`), and a few aliases name the
+built-in families as the QitOS documentation and older results do (`desktop` → `desktop-starter`,
+`tau`/`taubench` → `tau-bench`). Rows and traces always carry the canonical name; rows written under an
+alias (e.g. `desktop`) still find their adapter, so old results keep evaluating.
+"""
 
 from __future__ import annotations
 
@@ -14,10 +20,31 @@ BUILTIN: dict[str, str] = {
     "tau-bench": "qitos.benchmark.tau_bench.adapter:TauBenchAdapter",
     "gaia": "qitos.benchmark.gaia.adapter:GaiaAdapter",
     "cybench": "qitos.benchmark.cybench.adapter:CybenchAdapter",
-    "desktop": "qitos.benchmark.desktop.adapter:DesktopAdapter",
+    "desktop-starter": "qitos.benchmark.desktop.adapter:DesktopAdapter",
     "osworld": "qitos.benchmark.osworld.adapter:OsworldAdapter",
 }
+ALIASES: dict[str, str] = {"desktop": "desktop-starter", "tau": "tau-bench", "taubench": "tau-bench"}
 _EXTRA: dict[str, type[BenchmarkAdapter]] = {}
+
+
+def normalize(name: str) -> str:
+    """`Tau_Bench` → `tau-bench`: lower case, `_` and spaces as `-`."""
+    return "-".join(name.strip().lower().replace("_", " ").split())
+
+
+def canonical_name(name: str) -> str:
+    """The name rows and traces carry: built-in aliases resolved; other names only normalised unless a
+    plugin registered them exactly as given."""
+    if name in _EXTRA or name in BUILTIN:
+        return name
+    key = normalize(name)
+    key = ALIASES.get(key, key)
+    if key in BUILTIN or key in _EXTRA:
+        return key
+    for ep in entry_points(group="qitos.benchmarks"):
+        if ep.name == name or normalize(ep.name) == key:
+            return ep.name
+    return key
 
 
 def register(adapter: type[BenchmarkAdapter]) -> type[BenchmarkAdapter]:
@@ -45,7 +72,9 @@ def _importable(ref: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def get_adapter(name: str) -> BenchmarkAdapter:
+def get_adapter(given: str) -> BenchmarkAdapter:
+    """The adapter of a benchmark name as a user types it (aliases, any case, `_` for `-`)."""
+    name = canonical_name(given)
     if name in _EXTRA:
         return _EXTRA[name]()
     if name in BUILTIN and _importable(BUILTIN[name]):
@@ -57,5 +86,5 @@ def get_adapter(name: str) -> BenchmarkAdapter:
             except Exception as exc:  # noqa: BLE001 - a broken plugin must not hide the message
                 raise BenchmarkUsageError(f"benchmark '{name}' (entry point {ep.value}) failed to load: {exc}") from None
             return cls()
-    raise BenchmarkUsageError(f"unknown benchmark '{name}'; available: {', '.join(sorted(available()))} "
+    raise BenchmarkUsageError(f"unknown benchmark '{given}'; available: {', '.join(sorted(available()))} "
                               "(`qit bench list` shows them)")

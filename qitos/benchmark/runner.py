@@ -24,7 +24,7 @@ from .config import RunConfig
 from .errors import BenchmarkUsageError
 from .executors import run_local, run_ray
 from .job import JobContext, batch_model_provider, prepared_task, resolve_recipe
-from .registry import get_adapter
+from .registry import canonical_name, get_adapter
 from .results import NOT_DONE_REASONS, BenchmarkRunResult, ResultsFile
 from .workers import run_workers
 
@@ -40,6 +40,7 @@ class BatchPlan:
     run_spec: RunSpec
     experiment: ExperimentSpec
     ctx: JobContext
+    warnings: list[str] = field(default_factory=list)  # said once, before the run (e.g. flags a recipe ignores)
 
 
 @dataclass
@@ -84,7 +85,31 @@ def _probe_run_spec(ctx: JobContext, tasks: list[Task], model) -> RunSpec:
     return RunSpec(model_name=model.name, model_family=model.family, seed=cfg.model.seed, **ctx.run_spec_extra())
 
 
+TASKS_PER_WORKER = 16  # threads of one process queue for its interpreter lock beyond about this many in flight
+
+
+def auto_workers(cfg: RunConfig) -> int:
+    """`--workers auto`: one process per 16 tasks in flight, at most two per core, 1 when few are in flight.
+
+    Measured by benchmarks/harness_overhead.py (200 ms model latency, 64 in flight, 2 cores): one process
+    1.3-1.9x the latency floor, four processes about 1.15x. The embedded llama.cpp model stays in one
+    process (each worker would load its own copy and compete for the same cores), and so does Ray.
+    """
+    if cfg.executor != "local" or not hasattr(os, "fork") or cfg.model.embedded:
+        return 1
+    cores = os.cpu_count() or 1
+    return max(1, min(cfg.concurrency // TASKS_PER_WORKER, 2 * cores))
+
+
 def _check_workers(cfg: RunConfig) -> None:
+    """Resolve `auto` and refuse settings that cannot work, before anything runs."""
+    if isinstance(cfg.workers, str):
+        if cfg.workers.strip().lower() == "auto":
+            cfg.workers = auto_workers(cfg)
+            return
+        if not cfg.workers.strip().isdigit():
+            raise BenchmarkUsageError(f"--workers '{cfg.workers}' must be a number of processes or auto")
+        cfg.workers = int(cfg.workers)
     if cfg.workers < 1:
         raise BenchmarkUsageError("--workers must be at least 1")
     if cfg.workers == 1:
@@ -98,8 +123,21 @@ def _check_workers(cfg: RunConfig) -> None:
         raise BenchmarkUsageError("--workers > 1 needs a system with fork (Linux); use --executor ray instead")
 
 
+def _ignored_model_flags(cfg: RunConfig, recipe: str, needs_model: bool) -> list[str]:
+    """A recipe that calls no model (an oracle) ignores the model flags: say so instead of ignoring them silently."""
+    m = cfg.model
+    given = [flag for flag, value in (("--model-name", m.model_name if m.model_name != "local" else None),
+                                      ("--base-url", m.base_url), ("--temperature", m.temperature),
+                                      ("--max-tokens", m.max_tokens),
+                                      ("--user-model", cfg.load.options.get("user_model"))) if value is not None]
+    if needs_model or not given:
+        return []
+    return [f"recipe '{recipe}' calls no model: {', '.join(given)} ignored (traces and rows record model none)"]
+
+
 def plan_batch(cfg: RunConfig) -> BatchPlan:
     adapter = get_adapter(cfg.benchmark)
+    cfg.benchmark = canonical_name(cfg.benchmark)  # rows, traces and the default output use the canonical name
     if cfg.load.split is None:
         cfg.load.split = adapter.default_split
     if cfg.trials < 1 or cfg.concurrency < 1:
@@ -108,6 +146,7 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
         raise BenchmarkUsageError(f"--executor '{cfg.executor}' is not known; use local or ray")
     _check_workers(cfg)
     recipe = resolve_recipe(adapter, cfg)
+    warnings = _ignored_model_flags(cfg, recipe.name, recipe.needs_model)
     tasks = adapter.load_tasks(cfg.load)
     if not tasks:
         raise BenchmarkUsageError(f"no tasks selected for {cfg.benchmark} split={cfg.load.split} subset={cfg.load.subset}")
@@ -134,7 +173,7 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
     done = {(r["task_id"], int(r.get("trial", 0))) for r in existing if r.get("stop_reason") not in NOT_DONE_REASONS}
     all_jobs = [(t, trial) for trial in range(cfg.trials) for t in tasks]
     jobs = [(t, trial) for t, trial in all_jobs if (t.id, trial) not in done]
-    return BatchPlan(cfg, adapter, tasks, jobs, len(all_jobs) - len(jobs), output, spec, experiment, ctx)
+    return BatchPlan(cfg, adapter, tasks, jobs, len(all_jobs) - len(jobs), output, spec, experiment, ctx, warnings)
 
 
 def execute_batch(plan: BatchPlan, on_row: Callable[[BenchmarkRunResult], None] | None = None) -> BatchOutcome:

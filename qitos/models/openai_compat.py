@@ -63,7 +63,12 @@ class OpenAICompatModel:
                  max_retries: int = 5, backoff_seconds: float = 1.0, max_backoff_seconds: float = 60.0,
                  request_timeout: float = 120.0, price_table: str | None = None) -> None:
         self.name = name
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        base_url = base_url or os.environ.get("OPENAI_BASE_URL")  # the SDK's own variable, honoured the same way
+        if not base_url and "/" in name:
+            raise ModelConfigError(
+                f"model '{name}' looks like a Hugging Face id and no endpoint is given: serve it (vLLM, SGLang, "
+                "llama.cpp server) and pass --base-url http://127.0.0.1:8000/v1 or set OPENAI_BASE_URL")
+        self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
         parsed = urlparse(self.base_url)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise ModelConfigError(f"--base-url '{self.base_url}' is not an http(s) URL, e.g. http://127.0.0.1:8000/v1")

@@ -51,7 +51,7 @@ def steps_of(row: dict) -> list[dict]:
 
 # -- no desktop needed ---------------------------------------------------------------------------------------
 def test_one_starter_split_with_every_task_and_its_own_budget() -> None:
-    assert ADAPTER.name == "desktop" and ADAPTER.default_recipe == "react-computer-use"
+    assert ADAPTER.name == "desktop-starter" and ADAPTER.default_recipe == "react-computer-use"
     assert ADAPTER.splits(LOAD) == {"starter": 11}
     tasks = ADAPTER.load_tasks(LOAD)
     assert [t.id for t in tasks] == list(TASKS)

@@ -62,7 +62,7 @@ def assert_no_desktop_left(session_token: str) -> None:
 def assert_trace_holds_screenshots(tmp_path: Path, row: dict[str, Any]) -> None:
     run_dir = (tmp_path / row["trace_run_dir"]).resolve()
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert manifest["status"] == "completed" and manifest["benchmark_name"] == "desktop"
+    assert manifest["status"] == "completed" and manifest["benchmark_name"] == "desktop-starter"
     steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
     assert len(steps) == row["steps"] and steps
     paths = [a["path"] for s in steps for a in s["visual_assets"]]
@@ -85,7 +85,7 @@ def test_cli_oracle_solves_every_task_and_traces_hold_screenshots(tmp_path: Path
         assert row["token_usage"]["total_tokens"] == 0, "the oracle must not call a model"
         assert_trace_holds_screenshots(tmp_path, row)
     report = qit("bench", "eval", "--input", "r.jsonl", "--json", cwd=tmp_path)
-    metrics = json.loads(report.stdout)["groups"][0]["benchmark_metrics"]["desktop"]
+    metrics = json.loads(report.stdout)["groups"][0]["benchmark_metrics"]["desktop-starter"]
     assert metrics["success_rate"] == 1.0 and sum(metrics["failure_taxonomy"].values()) == 0
 
 
@@ -98,7 +98,7 @@ def test_cli_agent_that_only_says_done_fails_every_task(tmp_path: Path, session_
         assert row["steps"] == 1 and row["metadata"]["last_action"] == "DONE"
         assert row["metadata"]["failure_tag"] == "stop_completion"
     report = qit("bench", "eval", "--input", "r.jsonl", "--json", cwd=tmp_path)
-    metrics = json.loads(report.stdout)["groups"][0]["benchmark_metrics"]["desktop"]
+    metrics = json.loads(report.stdout)["groups"][0]["benchmark_metrics"]["desktop-starter"]
     assert metrics["success_rate"] == 0.0 and metrics["failure_taxonomy"]["stop_completion"] == len(TASKS)
 
 

@@ -201,7 +201,7 @@ def test_embedded_local_model_runs_the_fixture(gaia_root: Path, tmp_path: Path) 
         assert row["success"] in (True, False) and row["metadata"]["labeled"] is True
         run_dir = tmp_path / row["trace_run_dir"]
         manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
-        assert manifest["status"] == "completed" and manifest["model_id"] == "local"
+        assert manifest["status"] == "completed" and manifest["model_id"].startswith("local:SmolLM2-135M-Instruct.Q4_1.gguf@sha256:")
         assert manifest["summary"]["steps"] == row["steps"] >= 1
         assert (run_dir / "events.jsonl").stat().st_size > 0 and (run_dir / "steps.jsonl").stat().st_size > 0
     report = qit("bench", "eval", "--input", "local.jsonl", "--json", cwd=tmp_path)

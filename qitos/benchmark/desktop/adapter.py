@@ -1,4 +1,4 @@
-"""`--benchmark desktop`: the desktop starter tasks through the benchmark runner.
+"""`--benchmark desktop-starter` (alias `desktop`): the desktop starter tasks through the benchmark runner.
 
 One split, `starter` (every task of `tasks.TASKS`). Each task × trial gets its own virtual desktop, started in
 `prepare` and always torn down (by the engine's `close()` when the run ends, by `cleanup` on every path).
@@ -46,13 +46,13 @@ def to_task(desktop_task: DesktopTask) -> Task:
                          capabilities=["screenshot", "widget_text", "computer_13"]),
         success_criteria=list(SUCCESS_CRITERIA),
         budget=Budget(max_steps=desktop_task.max_steps),
-        metadata={"benchmark": "desktop", "split": SPLIT, "app": desktop_task.app,
+        metadata={"benchmark": "desktop-starter", "split": SPLIT, "app": desktop_task.app,
                   "max_steps": desktop_task.max_steps},
     )
 
 
 class DesktopAdapter(BenchmarkAdapter):
-    name = "desktop"
+    name = "desktop-starter"
     description = "Desktop starter: computer-use tasks on a real X desktop (Xvfb + openbox + Tk apps), no VM"
     default_split = SPLIT
     default_recipe = "react-computer-use"
@@ -86,9 +86,9 @@ class DesktopAdapter(BenchmarkAdapter):
     def load_tasks(self, load: LoadOptions) -> list[Task]:
         split = load.split or SPLIT
         if split != SPLIT:
-            raise BenchmarkUsageError(f"benchmark 'desktop' has no split '{split}'; use --split {SPLIT}")
+            raise BenchmarkUsageError(f"benchmark 'desktop-starter' has no split '{split}'; use --split {SPLIT}")
         if load.subset:
-            raise BenchmarkUsageError("benchmark 'desktop' has no subsets; select tasks with --task-ids "
+            raise BenchmarkUsageError("benchmark 'desktop-starter' has no subsets; select tasks with --task-ids "
                                       f"(ids: {', '.join(TASKS)})")
         return filter_tasks([to_task(t) for t in TASKS.values()], load)
 
