@@ -91,16 +91,33 @@ def _ray_job(cfg_json: str, task_json: str, trial: int, digest: str, experiment_
         return row.model_dump(mode="json"), packed
 
 
-def run_ray(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: int, on_result: OnResult,
-            address: str | None) -> None:
+RAY_FIX = ("start one with `ray start --head --node-ip-address=127.0.0.1` and pass the address it prints "
+           "(e.g. --ray-address 127.0.0.1:6379), or leave out --ray-address to start a local Ray")
+
+
+def connect_ray(address: str | None) -> None:
+    """Connect to (or start) Ray before anything is written; a failure is one line naming the fix."""
+    from .errors import BenchmarkUsageError
+
     try:
         import ray
     except ImportError:
-        from .errors import BenchmarkUsageError
-
         raise BenchmarkUsageError("--executor ray needs Ray: pip install 'qitos[ray]'") from None
-    if not ray.is_initialized():
+    if ray.is_initialized():
+        return
+    try:
         ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, include_dashboard=False)
+    except Exception as exc:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError, ...
+        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        where = f"--ray-address {address}" if address else "--executor ray (local Ray)"
+        raise BenchmarkUsageError(f"{where}: cannot connect to Ray ({reason}); {RAY_FIX}") from None
+
+
+def run_ray(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: int, on_result: OnResult,
+            address: str | None) -> None:
+    import ray
+
+    connect_ray(address)
     remote = ray.remote(_ray_job).options(num_cpus=0.01, max_retries=0)
     cfg_json, exp_json = ctx.cfg.model_dump_json(), ctx.experiment.model_dump_json()
     logdir = ctx.cfg.trace_logdir

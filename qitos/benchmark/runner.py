@@ -22,7 +22,7 @@ from qitos.spec.run_spec import ExperimentSpec, RunSpec
 from .base import BenchmarkAdapter, RecipeContext
 from .config import RunConfig
 from .errors import BenchmarkUsageError
-from .executors import run_local, run_ray
+from .executors import connect_ray, run_local, run_ray
 from .job import JobContext, batch_model_provider, prepared_task, resolve_recipe
 from .registry import canonical_name, get_adapter
 from .results import NOT_DONE_REASONS, BenchmarkRunResult, ResultsFile
@@ -43,10 +43,24 @@ class BatchPlan:
     warnings: list[str] = field(default_factory=list)  # said once, before the run (e.g. flags a recipe ignores)
 
 
+FAILED_REASONS = ("error", "setup_failed", "model_error")  # the run itself failed, not the agent at the task
+
+
 @dataclass
 class BatchOutcome:
     rows: list[BenchmarkRunResult] = field(default_factory=list)
     cancelled: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        """130 cancelled (Ctrl-C; rerun to resume), 1 every row failed to run, else 0: tasks the agent got wrong
+        and partial failures (some rows `error`, `setup_failed`, `model_error`, `requires_unavailable`) are
+        results, counted by `qit bench eval`."""
+        if self.cancelled:
+            return 130
+        if self.rows and all(r.stop_reason in FAILED_REASONS for r in self.rows):
+            return 1
+        return 0
 
 
 def experiment_spec(cfg: RunConfig, tasks: list[Task], recipe_name: str) -> ExperimentSpec:
@@ -173,6 +187,8 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
     done = {(r["task_id"], int(r.get("trial", 0))) for r in existing if r.get("stop_reason") not in NOT_DONE_REASONS}
     all_jobs = [(t, trial) for trial in range(cfg.trials) for t in tasks]
     jobs = [(t, trial) for t, trial in all_jobs if (t.id, trial) not in done]
+    if cfg.executor == "ray" and jobs and not cfg.dry_run:
+        connect_ray(cfg.ray_address)  # last check before anything is written: a cluster that is not there
     return BatchPlan(cfg, adapter, tasks, jobs, len(all_jobs) - len(jobs), output, spec, experiment, ctx, warnings)
 
 

@@ -90,10 +90,8 @@ def run(
     ensure_writable_dir(cfg.trace_logdir)
     outcome = run_with_progress(plan)
     print_summary(plan, outcome)
-    if outcome.cancelled:
-        raise typer.Exit(130)
-    if outcome.rows and all(r.stop_reason in ("error", "setup_failed", "model_error") for r in outcome.rows):
-        raise typer.Exit(EXIT_RUN_FAILED)
+    if outcome.exit_code:
+        raise typer.Exit(outcome.exit_code)
 
 
 @bench_app.command("eval")
@@ -117,14 +115,18 @@ def eval_(
 @user_errors
 def list_(
     data_dir: Annotated[Optional[Path], typer.Option(help="data directory")] = None,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    details: Annotated[bool, typer.Option("--details", help="description, recipes and every requirement with "
+                                                             "what to install or set")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="everything, as JSON")] = False,
 ) -> None:
     """Show each benchmark, its splits and task counts, and whether it can run here."""
-    from .bench_view import list_benchmarks, print_list
+    from .bench_view import list_benchmarks, print_details, print_list
 
     info = list_benchmarks(data_dir)
     if as_json:
         typer.echo(json.dumps(info, indent=2, default=str))
+    elif details:
+        print_details(info)
     else:
         print_list(info)
 

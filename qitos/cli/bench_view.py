@@ -167,15 +167,43 @@ def list_benchmarks(data_dir: Path | None) -> list[dict[str, Any]]:
     return out
 
 
+def _splits_text(entry: dict[str, Any]) -> str:
+    return ", ".join(f"{k} ({v if v is not None else '?'})" for k, v in (entry.get("splits") or {}).items())
+
+
+def _missing(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for r in entry.get("requirements", []) if not r["ok"]]
+
+
 def print_list(info: list[dict[str, Any]]) -> None:
-    table = Table(title="benchmarks")
-    for col in ("name", "splits (tasks)", "recipes", "can run here", "why not"):
-        table.add_column(col)
+    """One short line per benchmark (fits 80 columns); `--details` and `--json` carry the rest."""
+    table = Table(title="benchmarks", title_justify="left")
+    table.add_column("name", no_wrap=True)
+    table.add_column("splits (tasks)", max_width=30)
+    table.add_column("runs here", no_wrap=True)
+    table.add_column("missing", max_width=24)
     for e in info:
-        splits = ", ".join(f"{k} ({v if v is not None else '?'})" for k, v in (e.get("splits") or {}).items())
-        why = "; ".join(f"{r['name']}: {r['detail']}" for r in e.get("requirements", []) if not r["ok"]) or e.get("error", "")
-        table.add_row(e["name"], splits, ", ".join(e.get("recipes", [])), "yes" if e.get("can_run") else "no", why)
+        missing = ", ".join(r["name"] for r in _missing(e)) or ("failed to load" if e.get("error") else "")
+        table.add_row(e["name"], _splits_text(e), "yes" if e.get("can_run") else "no", missing)
     console.print(table)
+    console.print("why and how to fix: qit bench list --details (or --json)")
+
+
+def print_details(info: list[dict[str, Any]]) -> None:
+    """Everything about each benchmark: description, splits, recipes, and every requirement with its detail."""
+    for e in info:
+        console.rule(f"[bold]{e['name']}[/]", align="left")
+        if e.get("description"):
+            console.print(e["description"], markup=False)
+        console.print(f"splits (tasks): {_splits_text(e) or '-'}", markup=False)
+        console.print(f"recipes: {', '.join(e.get('recipes', [])) or '-'}", markup=False)
+        console.print(f"runs here: {'yes' if e.get('can_run') else 'no'}")
+        if e.get("error"):
+            console.print(f"  [red]failed to load[/]: {e['error']}")
+        for r in e.get("requirements", []):
+            mark = "[green]ok[/]     " if r["ok"] else "[red]missing[/]"
+            console.print(f"  {mark} {r['name']}: ", end="")
+            console.print(r["detail"] or "", markup=False)
 
 
 def print_trajectory(run_dir: Path) -> None:
