@@ -38,6 +38,7 @@ def arguments(description: str, **defaults: Any) -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=int)
     p.add_argument("--output", type=Path)
     p.add_argument("--trace-logdir", type=Path, default=Path("runs"))
+    p.add_argument("--dry-run", action="store_true", help="show the plan, run nothing")
     p.set_defaults(**defaults)
     return p
 
@@ -53,7 +54,7 @@ def run_config(benchmark: str, args: argparse.Namespace) -> RunConfig:
     return RunConfig(benchmark=benchmark, load=load, recipe=args.recipe,
                      model=ModelConfig(model_name=args.model_name, base_url=args.base_url),
                      concurrency=args.concurrency, trials=args.trials, max_steps=args.max_steps,
-                     output=args.output, trace_logdir=args.trace_logdir)
+                     output=args.output, trace_logdir=args.trace_logdir, dry_run=args.dry_run)
 
 
 def run(cfg: RunConfig) -> int:
@@ -67,6 +68,8 @@ def run(cfg: RunConfig) -> int:
         print(f"warning: {warning}")
     print(f"{cfg.benchmark} split={cfg.load.split}: {len(plan.jobs)} to run, {plan.skipped} already done; "
           f"results -> {plan.output}, traces -> {cfg.trace_logdir}/")
+    if cfg.dry_run:
+        return 0
     outcome = execute_batch(plan, on_row=lambda row: print(f"  {row.task_id} trial {row.trial}: "
                                                            f"{row.stop_reason} success={row.success}"))
     scored = [r for r in outcome.rows if r.success is not None]
