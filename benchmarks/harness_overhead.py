@@ -8,7 +8,8 @@ Inspect AI is installed by this script into its own venv (benchmarks/.venv-inspe
 Prints wall-clock seconds and ratios:
 - zero latency: per-sample overhead of each harness (wall / N); target QitOS <= 0.5 × Inspect.
 - 200 ms latency, N=512, concurrency 64: QitOS wall vs the ideal ceil(N/64) × 2 × 200 ms; target <= 1.15 ×.
-  QitOS runs as a user would at that concurrency: `--workers 4` (and, for comparison, one process).
+  QitOS runs as the default command does (`--workers auto`, no tuning), and for comparison in one process
+  (`--workers 1`).
 
 Run: .venv/bin/python benchmarks/harness_overhead.py [--quick] [--repeats 3] [--no-inspect]
 """
@@ -81,13 +82,15 @@ def drive(python: Path, script: str, base_url: str, samples: int, concurrency: i
 
 
 def scenario(latency: float, samples: int, concurrency: int, inspect_python: Path | None, repeats: int,
-             workdir: Path, workers: int = 1) -> dict[str, dict]:
-    """Each harness `repeats` times, interleaved (the machine is noisy); the median run of each."""
+             workdir: Path, one_process: bool = False) -> dict[str, dict]:
+    """Each harness `repeats` times, interleaved (the machine is noisy); the median run of each.
+
+    `qitos` is the default command (`--workers auto`); `qitos -w1` (with `one_process`) pins one process."""
     here = Path(sys.executable)
     drivers: dict[str, tuple[Path, str, tuple[str, ...]]] = {
         "openai-sdk": (here, "sdk_driver.py", ()), "qitos": (here, "qitos_driver.py", ())}
-    if workers > 1:
-        drivers[f"qitos -w{workers}"] = (here, "qitos_driver.py", ("--workers", str(workers)))
+    if one_process:
+        drivers["qitos -w1"] = (here, "qitos_driver.py", ("--workers", "1"))
     if inspect_python is not None:
         drivers["inspect"] = (inspect_python, "inspect_driver.py", ())
     runs: dict[str, list[dict]] = {name: [] for name in drivers}
@@ -119,6 +122,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="qitos-harness-") as tmp:
         workdir = Path(tmp)
         n0 = 64 if args.quick else 256
+        print(f"machine load at start (1/5/15 min): {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         print(f"== zero latency, N={n0}, concurrency 16 (median of {repeats})")
         zero = scenario(0.0, n0, 16, inspect_python, repeats, workdir)
         for name, result in zero.items():
@@ -129,16 +133,14 @@ def main() -> None:
         n1, c1, lat = (128, 64, 0.2) if args.quick else (512, 64, 0.2)
         ideal = math.ceil(n1 / c1) * 2 * lat
         print(f"== {lat * 1000:.0f} ms latency, N={n1}, concurrency {c1}; ideal {ideal:.2f} s (median of {repeats})")
-        # `qit bench run --workers N`, about 16 tasks in flight per process: threads of one process queue for
-        # its GIL, so at 64 in flight 4 processes beat 2 even on 2 cores (measured: ~1.14 vs ~1.20 x ideal)
-        workers = max(2, c1 // 16)
-        slow = scenario(lat, n1, c1, inspect_python, repeats, workdir, workers)
+        slow = scenario(lat, n1, c1, inspect_python, repeats, workdir, one_process=True)
         for name, result in slow.items():
             report(name, result, n1, f" = {result['seconds'] / ideal:.3f} x ideal")
-        best = f"qitos -w{workers}" if workers > 1 else "qitos"
-        print(f"QitOS ({best}) wall / ideal: {slow[best]['seconds'] / ideal:.3f} (target <= 1.15); "
-              f"one process: {slow['qitos']['seconds'] / ideal:.3f}; "
+        print(f"QitOS default command (--workers auto = {slow['qitos'].get('workers')} on {os.cpu_count()} cores) "
+              f"wall / ideal: {slow['qitos']['seconds'] / ideal:.3f} (target <= 1.15); "
+              f"one process: {slow['qitos -w1']['seconds'] / ideal:.3f}; "
               f"bare SDK on threads: {slow['openai-sdk']['seconds'] / ideal:.3f}")
+        print(f"machine load (1/5/15 min): {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

@@ -40,7 +40,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=64)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--workdir", type=Path, required=True, help="where tasks, rows and traces go (kept)")
-    parser.add_argument("--workers", type=int, default=1, help="processes sharing --concurrency (qit bench --workers)")
+    parser.add_argument("--workers", default="auto", help="processes sharing --concurrency (qit bench --workers; "
+                                                          "default auto, as qit bench run)")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).parent))
     # Traces stay until the benchmark script ends: deleting thousands of files just before the next
@@ -57,7 +58,7 @@ def main() -> None:
     outcome = execute_batch(plan)
     seconds = time.perf_counter() - started
     print(json.dumps({"harness": "qitos", "seconds": seconds, "samples": len(outcome.rows),
-                      "successes": sum(1 for r in outcome.rows if r.success)}))
+                      "successes": sum(1 for r in outcome.rows if r.success), "workers": plan.cfg.workers}))
 
 
 if __name__ == "__main__":
