@@ -18,8 +18,8 @@ Host = Annotated[str, typer.Option(help="address to bind; anything but loopback 
 Port = Annotated[int, typer.Option(help="port to listen on (0 = any free port)")]
 Token = Annotated[Optional[str], typer.Option(help="access token every request must carry (generated when a "
                                                    "non-loopback --host is given without one)")]
-Results = Annotated[Optional[list[Path]], typer.Option("--results", help="results JSONL file for the Experiment page "
-                                                                         "and run success (repeatable)")]
+Results = Annotated[Optional[list[Path]], typer.Option("--results", help="results JSONL file(s) for the Experiment "
+                                                                         "page and run success: --results a.jsonl b.jsonl")]
 OpenBrowser = Annotated[bool, typer.Option("--open", help="open the page in a web browser")]
 CacheDir = Annotated[Optional[Path], typer.Option(help="where the SQLite index is kept (default ~/.cache/qitos/qita)")]
 

@@ -2,7 +2,8 @@
 
 `python -m qitos.cli.reference --write` rewrites docs/cli.md; `tests/cli/test_cli_reference.py` fails when
 the committed file differs from what the commands say now. The page walks typer's click objects: every
-command's help, usage and options (names, type, default, help), in the order `--help` shows them.
+command's help, usage and options (names, type, default, help), in the order `--help` shows them. Typer may
+bundle its own copy of click, so the objects are read by their attributes, not by `isinstance`.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
-import click
 import typer
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
@@ -36,13 +37,18 @@ Exit codes of `qit bench run` (and `qit demo minimal`):
 
 
 def _cell(text: object) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """One table cell: one line, `|` escaped, `<x>` shown literally (not read as an HTML tag)."""
+    return " ".join(str(text).split()).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _default(param: click.Parameter) -> str:
+def _is_option(param: Any) -> bool:
+    return getattr(param, "param_type_name", "") == "option"
+
+
+def _default(param: Any) -> str:
     if param.required:
         return "required"
-    if isinstance(param, click.Option) and param.is_flag:
+    if _is_option(param) and param.is_flag:
         return "off" if not param.default else "on"
     default = param.default
     if default is None or default == () or default == []:
@@ -50,38 +56,43 @@ def _default(param: click.Parameter) -> str:
     return f"`{default}`"
 
 
-def _type(param: click.Parameter) -> str:
-    if isinstance(param, click.Option) and param.is_flag:
+def _type(param: Any, ctx: Any) -> str:
+    if _is_option(param) and param.is_flag:
         return "flag"
-    name = getattr(param.type, "name", str(param.type)).lower()
+    if hasattr(param, "display_type"):
+        name = str(param.display_type(ctx)).strip("<>").lower()
+    else:
+        name = getattr(param.type, "name", str(param.type)).lower()
     if param.multiple or getattr(param, "nargs", 1) == -1:
-        name += ", several"
+        name = (name[5:-1] if name.startswith("list[") else name) + ", several"
     return name
 
 
-def _command(path: str, cmd: click.Command, out: list[str]) -> None:
-    if isinstance(cmd, click.Group):
-        for name in cmd.list_commands(click.Context(cmd)):
-            sub = cmd.get_command(click.Context(cmd), name)
+def _command(path: str, cmd: Any, out: list[str]) -> None:
+    if hasattr(cmd, "list_commands"):
+        ctx = cmd.context_class(cmd)
+        for name in cmd.list_commands(ctx):
+            sub = cmd.get_command(ctx, name)
             if sub is not None and not sub.hidden:
                 _command(f"{path} {name}", sub, out)
         return
     out.append(f"## `{path}`\n")
     if cmd.help:
         out.append(_cell(cmd.help.split("\n\n")[0]) + "\n")
-    ctx = click.Context(cmd, info_name=path)
-    out.append(f"Usage: `{' '.join(cmd.collect_usage_pieces(ctx))}`".replace("Usage: `", f"Usage: `{path} ") + "\n")
+    ctx = cmd.context_class(cmd, info_name=path)
+    arguments = [(p.metavar or p.name).upper() for p in cmd.params if not _is_option(p)]
+    out.append(f"Usage: `{' '.join([path, '[OPTIONS]', *arguments])}`\n")
     rows = []
     for param in cmd.params:
-        if isinstance(param, click.Option) and param.hidden:
+        if _is_option(param) and param.hidden:
             continue
-        if isinstance(param, click.Argument):
-            names = f"`{param.human_readable_name}`"
+        if not _is_option(param):
+            names = f"`{(param.metavar or param.name).upper()}`"
             help_text = getattr(param, "help", "") or ""
         else:
             names = ", ".join(f"`{o}`" for o in [*param.opts, *param.secondary_opts])
             help_text = param.help or ""
-        rows.append(f"| {names} | {_cell(_type(param))} | {_cell(_default(param))} | {_cell(help_text)} |")
+        rows.append(f"| {names} | {_cell(_type(param, ctx))} | {_cell(_default(param))} | {_cell(help_text)} |")
     if rows:
         out.append("| option | type | default | what it does |\n|---|---|---|---|\n" + "\n".join(rows) + "\n")
 

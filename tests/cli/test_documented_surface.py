@@ -161,13 +161,17 @@ def test_workers_auto_follows_concurrency_and_cores():
 def test_workers_default_is_auto_and_bad_values_are_one_line(tmp_path):
     tasks = write_tasks(tmp_path / "tasks.jsonl", 40)
     base = ["bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:oracle"]
-    done = qit(*base, "--concurrency", "32", "--output", "r.jsonl", cwd=tmp_path)
+    with OpenAIServer() as server:  # an endpoint model (the embedded one stays in one process)
+        endpoint = ["--model-name", "served-model", "--base-url", server.base_url]
+        done = qit(*base, *endpoint, "--concurrency", "32", "--output", "r.jsonl", cwd=tmp_path)
+        small = qit(*base, *endpoint, "--limit", "2", "--output", "s.jsonl", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     expected = min(2, 2 * (os.cpu_count() or 1))
     assert f"executor=local workers={expected}" in done.stdout
     assert len(rows(tmp_path / "r.jsonl")) == 40 and all(r["success"] for r in rows(tmp_path / "r.jsonl"))
-    small = qit(*base, "--limit", "2", "--output", "s.jsonl", cwd=tmp_path)
-    assert "executor=local workers=1" in small.stdout
+    assert small.returncode == 0 and "executor=local workers=1" in small.stdout
+    embedded = qit(*base, "--concurrency", "32", "--limit", "2", "--output", "e.jsonl", cwd=tmp_path)
+    assert embedded.returncode == 0 and "executor=local workers=1" in embedded.stdout
     bad = qit(*base, "--workers", "many", cwd=tmp_path)
     assert bad.returncode == 2 and "--workers 'many' must be a number of processes or auto" in bad.stderr
 
