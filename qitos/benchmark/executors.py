@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import io
+import os
 import tarfile
 import tempfile
 from pathlib import Path
@@ -91,8 +92,52 @@ def _ray_job(cfg_json: str, task_json: str, trial: int, digest: str, experiment_
         return row.model_dump(mode="json"), packed
 
 
-RAY_FIX = ("start one with `ray start --head --node-ip-address=127.0.0.1` and pass the address it prints "
+RAY_FIX = ("start a head with `ray start --head --port 6379` and pass the address it prints "
            "(e.g. --ray-address 127.0.0.1:6379), or leave out --ray-address to start a local Ray")
+RAY_AUTH_FIX = ("the cluster uses Ray token authentication: export RAY_AUTH_TOKEN=<the cluster's token> "
+                "(or put it in ~/.ray/auth_token) and RAY_AUTH_MODE=token")
+
+
+def _probe(address: str) -> str | None:
+    """Why nothing answers at `host:port` (None when something does): Ray itself retries for minutes."""
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return None  # "auto", ray:// client addresses: left to Ray
+    try:
+        socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=3).close()
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def _use_local_token() -> None:
+    """Send this machine's Ray token when one exists, as Ray does for clusters it finds itself.
+
+    Ray (2.5x and later) starts `ray start --head` clusters with token authentication once a token exists
+    (~/.ray/auth_token), but a driver given an explicit address connects without it and fails with
+    "Failed to connect to Ray cluster". A driver sending a token still connects to a cluster without auth.
+    RAY_AUTH_MODE set by the user wins.
+    """
+    if "RAY_AUTH_MODE" in os.environ:
+        return
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
+    except ImportError:  # an older Ray: no token authentication
+        return
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+
+
+def _auth_refused(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if "Authentication" in type(seen).__name__ or "InvalidAuthToken" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def connect_ray(address: str | None) -> None:
@@ -105,12 +150,31 @@ def connect_ray(address: str | None) -> None:
         raise BenchmarkUsageError("--executor ray needs Ray: pip install 'qitos[ray]'") from None
     if ray.is_initialized():
         return
+    where = f"--ray-address {address}" if address else "--executor ray (local Ray)"
+    os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")  # failed jobs are reported here, in one line
+    if address:
+        problem = _probe(address)
+        if problem:
+            raise BenchmarkUsageError(f"{where}: cannot connect to Ray (nothing answers there: {problem}); {RAY_FIX}")
+        _use_local_token()
     try:
         ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, include_dashboard=False)
     except Exception as exc:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError, ...
         reason = " ".join(str(exc).split())[:200] or type(exc).__name__
-        where = f"--ray-address {address}" if address else "--executor ray (local Ray)"
-        raise BenchmarkUsageError(f"{where}: cannot connect to Ray ({reason}); {RAY_FIX}") from None
+        fix = RAY_AUTH_FIX if _auth_refused(exc) else RAY_FIX
+        raise BenchmarkUsageError(f"{where}: cannot connect to Ray ({reason}); {fix}") from None
+
+
+def _worker_failed(exc: BaseException):
+    """One line for a job a Ray worker could not even start (e.g. it cannot import your --runner module)."""
+    from .errors import BenchmarkUsageError
+
+    cause = getattr(exc, "cause", None) or exc
+    reason = " ".join(str(cause).split())[:300] or type(cause).__name__
+    return BenchmarkUsageError(
+        f"a Ray worker could not run a job ({type(cause).__name__}: {reason}); the cluster's workers need qitos, "
+        "your --runner module and the benchmark data at the same paths as here (start the head where they "
+        "are installed, e.g. with PYTHONPATH set, or use a runtime_env)")
 
 
 def run_ray(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: int, on_result: OnResult,
@@ -131,7 +195,12 @@ def run_ray(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: int,
             ready, _ = ray.wait(list(refs), num_returns=1, timeout=0.5)
             for ref in ready:
                 task, trial = refs.pop(ref)
-                row_data, packed = ray.get(ref)
+                try:
+                    row_data, packed = ray.get(ref)
+                except Exception as exc:  # noqa: BLE001 - the job itself never raises: the worker could not run it
+                    for other in refs:
+                        ray.cancel(other, force=True)
+                    raise _worker_failed(exc) from None
                 row = None
                 if row_data is not None:
                     row = BenchmarkRunResult.model_validate(row_data)
