@@ -19,7 +19,7 @@ from qitos.core.engine import make_run_spec
 from qitos.core.task import Task
 from qitos.spec.run_spec import ExperimentSpec, RunSpec
 
-from .base import BenchmarkAdapter, RecipeContext
+from .base import BenchmarkAdapter
 from .config import RunConfig
 from .errors import BenchmarkUsageError
 from .executors import connect_ray, run_local, run_ray
@@ -79,7 +79,7 @@ def experiment_spec(cfg: RunConfig, tasks: list[Task], recipe_name: str) -> Expe
 def _probe_run_spec(ctx: JobContext, tasks: list[Task], model) -> RunSpec:
     """Build the agent for a first task to learn the RunSpec every row of this batch will carry."""
     cfg, adapter = ctx.cfg, ctx.adapter
-    for task in tasks[:3]:
+    for task in tasks:  # the first task that can be set up here (cheap: probes stage nothing)
         task = prepared_task(adapter, cfg, task)
         with tempfile.TemporaryDirectory(prefix="qitos-probe-") as tmp:
             try:
@@ -89,7 +89,7 @@ def _probe_run_spec(ctx: JobContext, tasks: list[Task], model) -> RunSpec:
             try:
                 if runtime.unavailable:
                     continue
-                agent = ctx.recipe.build(RecipeContext(task, runtime, cfg.load, cfg.recipe_options(), ctx.make_model))
+                agent = ctx.recipe.build(ctx.recipe_context(task, runtime))
                 return make_run_spec(agent, model, seed=cfg.model.seed, budget=task.budget.model_dump(),
                                      stop_criteria={"parse_error_limit": cfg.parse_error_limit,
                                                     "tool_error_limit": cfg.tool_error_limit},
@@ -113,6 +113,24 @@ def auto_workers(cfg: RunConfig) -> int:
         return 1
     cores = os.cpu_count() or 1
     return max(1, min(cfg.concurrency // TASKS_PER_WORKER, 2 * cores))
+
+
+def _what_changed(existing: list[dict], spec: RunSpec) -> list[str]:
+    """What differs between this run's RunSpec and the one in the trace of the file's last row."""
+    import json
+
+    from qitos.spec.run_spec import spec_differences
+
+    for row in reversed(existing):
+        run_dir = row.get("trace_run_dir")
+        if not run_dir:
+            continue
+        try:
+            old = json.loads((Path(run_dir) / "manifest.json").read_text(encoding="utf-8")).get("run_spec") or {}
+        except (OSError, ValueError):
+            continue
+        return spec_differences(old, spec.model_dump(mode="json"))
+    return []
 
 
 def _check_workers(cfg: RunConfig) -> None:
@@ -156,6 +174,8 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
         cfg.load.split = adapter.default_split
     if cfg.trials < 1 or cfg.concurrency < 1:
         raise BenchmarkUsageError("--trials and --concurrency must be at least 1")
+    if cfg.load.limit is not None and cfg.load.limit < 1:
+        raise BenchmarkUsageError(f"--limit {cfg.load.limit}: must be at least 1 (leave it out to run every task)")
     if cfg.executor not in ("local", "ray"):
         raise BenchmarkUsageError(f"--executor '{cfg.executor}' is not known; use local or ray")
     _check_workers(cfg)
@@ -170,16 +190,19 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
     digest = adapter.dataset_digest(cfg.load, whole)
     experiment = experiment_spec(cfg, tasks, recipe.name)
     provider = batch_model_provider(cfg, recipe, preflight=True)
-    ctx = JobContext(cfg, adapter, recipe, digest, experiment, provider, threading.Event())
+    ctx = JobContext(cfg, adapter, recipe, digest, experiment, provider, threading.Event(), selected_tasks=len(tasks))
     spec = _probe_run_spec(ctx, tasks, provider())
+    ctx.run_spec_ref = spec.fingerprint()
     output = cfg.output or cfg.default_output()
     results = ResultsFile(output)
     existing = results.existing()
     refs = {r.get("run_spec_ref") for r in existing if r.get("run_spec_ref")}
     if refs and spec.fingerprint() not in refs and not cfg.force:
+        changed = _what_changed(existing, spec)
         raise BenchmarkUsageError(
             f"{output} holds results of another configuration (RunSpec {', '.join(sorted(refs))}; this run is "
-            f"{spec.fingerprint()}). Use another --output, or --force to append anyway.")
+            f"{spec.fingerprint()}{'; changed: ' + '; '.join(changed) if changed else ''}). "
+            "Use another --output, or --force to append anyway.")
     errored = {(r["task_id"], int(r.get("trial", 0))) for r in existing if r.get("stop_reason") == "error"}
     if cfg.retry_errors and errored:
         results.rewrite_without(errored)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ from osworld_fake_controller import FakeController
 from qitos.benchmark.base import LoadOptions
 from qitos.benchmark.errors import BenchmarkUsageError
 from qitos.benchmark.osworld import ControllerUnreachable, load_tasks
-from qitos.benchmark.osworld.adapter import LEASES, ControllerLeases, OsworldAdapter, domain_of, osworld_task
+from qitos.benchmark.osworld.adapter import LEASES, ControllerLeases, OsworldAdapter, agent_view, domain_of
 from qitos.benchmark.osworld.engine_env import OsworldEnv
 from qitos.benchmark.registry import get_adapter
 from qitos.core.stop import StopReason
@@ -53,9 +54,10 @@ def test_registered_and_all_369_tasks_load_and_validate(adapter, load, osworld_d
         assert task.id.startswith(f"osworld-{task.metadata['domain']}-")
         summary = task.public_summary()["metadata"]
         assert "_evaluator" not in summary and "_setup" not in summary and summary["domain"]
-        rebuilt = osworld_task(task)  # what prepare and evaluate score with: the file's setup and evaluator
+        gold = adapter.gold(task)  # what prepare and evaluate score with: the file's setup and evaluator
         skip = {"path", "trajectory"}
-        assert rebuilt.model_dump(exclude=skip) == originals[task.id].model_dump(exclude=skip)
+        assert gold.model_dump(exclude=skip) == originals[task.id].model_dump(exclude=skip)
+        assert agent_view(gold).evaluator.func == "infeasible" and "evaluator" not in json.dumps(task.model_dump())
     assert adapter.splits(load) == {"test_all": 369, "test_small": 39}
     assert adapter.dataset_digest(load, tasks) == adapter.dataset_digest(load, adapter.load_tasks(load))
 
@@ -209,10 +211,13 @@ def test_metrics_over_rows(adapter) -> None:
         {"task_id": "osworld-vlc-c", "score": None, "success": None, "stop_reason": "requires_unavailable"},
         {"task_id": "osworld-vlc-d", "score": 0.0, "success": False, "stop_reason": "env_terminal"},
     ]
-    m = adapter.metrics(rows)
+    m = adapter.metrics(rows)  # every row counts (upstream's headline); the scored-only figures beside it
     assert (m["rows"], m["scored"], m["requires_unavailable"]) == (4, 3, 1)
-    assert m["success_rate"] == pytest.approx(1 / 3) and m["mean_score"] == pytest.approx(0.5)
-    assert m["score_over_all_rows"] == pytest.approx(1.5 / 4)
-    assert m["by_domain"]["os"] == {"rows": 2, "scored": 2, "success_rate": 0.5, "mean_score": 0.75}
-    assert m["by_domain"]["vlc"] == {"rows": 2, "scored": 1, "success_rate": 0.0, "mean_score": 0.0}
+    assert m["success_rate"] == pytest.approx(1 / 4) and m["mean_score"] == pytest.approx(1.5 / 4)
+    assert m["coverage"] == pytest.approx(3 / 4)
+    assert m["scored_success_rate"] == pytest.approx(1 / 3) and m["scored_mean_score"] == pytest.approx(0.5)
+    assert m["by_domain"]["os"] == {"rows": 2, "scored": 2, "success_rate": 0.5, "mean_score": 0.75, "coverage": 1.0,
+                                    "scored_success_rate": 0.5, "scored_mean_score": 0.75}
+    assert m["by_domain"]["vlc"] == {"rows": 2, "scored": 1, "success_rate": 0.0, "mean_score": 0.0, "coverage": 0.5,
+                                     "scored_success_rate": 0.0, "scored_mean_score": 0.0}
     assert adapter.metrics([])["success_rate"] is None
