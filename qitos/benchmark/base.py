@@ -8,6 +8,7 @@ resume, traces, rows), identically for every family.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -163,7 +164,7 @@ class BenchmarkAdapter:
         for task in tasks:
             h.update(json.dumps(task.model_dump(mode="json"), sort_keys=True, default=str).encode())
             if task.id in self.golds:
-                h.update(json.dumps(self.golds.get(task.id), sort_keys=True, default=str).encode())
+                h.update(json.dumps(self.golds.get(task.id), sort_keys=True, default=_stable_json).encode())
         return h.hexdigest()[:16]
 
     def default_budget(self) -> Budget:
@@ -201,6 +202,19 @@ class BenchmarkAdapter:
     def metrics(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
         """Benchmark-specific metrics over result rows (plain dicts)."""
         return {}
+
+
+def _stable_json(value: Any) -> Any:
+    """JSON for gold that is not plain data, the same in every process: models and dataclasses by their fields,
+    functions (e.g. a desktop task's checker) by name. `str()` would embed memory addresses, and a digest that
+    changes per process changes the RunSpec fingerprint, so a rerun would refuse to resume its own results."""
+    if hasattr(value, "model_dump"):
+        return value.model_dump()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    if callable(value):
+        return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', type(value).__name__)}"
+    return str(value)
 
 
 def filter_tasks(tasks: list[Task], load: LoadOptions) -> list[Task]:

@@ -192,3 +192,19 @@ def test_cli_reference_lists_every_exit_code():
     for code in ("| 0 |", "| 1 |", "| 2 |", "| 130 |"):
         assert code in text
     assert re.search(r"partial failure", text)
+
+
+# -- resume across processes -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("benchmark", ["desktop-starter", "tau-bench", "cybench"])
+def test_dataset_digest_is_the_same_in_every_process(benchmark, tmp_path):
+    """A digest with a memory address in it (e.g. a checker function's repr) would change the RunSpec on every
+    run, and a rerun would refuse to resume its own results file."""
+    import subprocess
+    import sys
+
+    code = ("from qitos.benchmark.registry import get_adapter; from qitos.benchmark.base import LoadOptions; "
+            f"a = get_adapter('{benchmark}'); l = LoadOptions(); print(a.dataset_digest(l, a.load_tasks(l)))")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    digests = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                              cwd=tmp_path).stdout.strip() for _ in range(2)}
+    assert len(digests) == 1 and re.fullmatch(r"[0-9a-f]{16}", digests.pop())
