@@ -45,6 +45,10 @@ def export_results(paths: list[Path], fmt: str) -> str:
         if not path.is_file():
             raise BenchmarkUsageError(f"--input {path}: no such file")
         rows.extend(iter_rows(path))
+    if fmt == "tau-bench":
+        from .tau_bench.interop import export_results as tau_results
+
+        return tau_results(paths)
     if fmt == "csv":
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=COLUMNS)

@@ -118,7 +118,9 @@ class OpenAICompatModel:
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *,
                  on_event: EventSink | None = None, **params: Any) -> ModelResponse:
-        request = {"model": self.name, "messages": messages, **self.params, **params}
+        # a parameter given as None is not sent (e.g. a simulated user that leaves sampling to the provider)
+        request = {k: v for k, v in {"model": self.name, "messages": messages, **self.params, **params}.items()
+                   if v is not None}
         if tools:
             request["tools"] = tools
         backoff = wait_random_exponential(multiplier=self.backoff, max=self.max_backoff)

@@ -1,9 +1,9 @@
 """Tau-Bench's own figures over result rows: average reward and pass^k, overall and per domain.
 
-pass^k (upstream's pass-hat-k) is, averaged over tasks, the chance that k trials drawn without
-replacement from the task's n trials all pass: C(c, k) / C(n, k) with c passing trials. A trial
-passes when its reward is within 1e-6 of 1. Rows that ended in an error score reward 0, as
-upstream records a crashed episode. Tasks with fewer than k trials do not enter pass^k.
+Computed as upstream's ``run.py`` (``display_metrics``) does: the average reward is over all rows;
+n is the number of distinct trial numbers among the rows, and pass^k (pass-hat-k) averages over
+tasks C(c, k) / C(n, k), with c the task's passing rows (reward within 1e-6 of 1), for k = 1..n.
+Rows that ended in an error score reward 0, as upstream records a crashed episode.
 """
 
 from __future__ import annotations
@@ -27,29 +27,26 @@ def row_domain(row: dict[str, Any]) -> str:
     return str(row.get("subset") or (row.get("metadata") or {}).get("domain") or "retail")
 
 
-def pass_hat_k(trials: dict[str, list[float]], k: int) -> float | None:
-    values = []
-    for rewards in trials.values():
-        n = len(rewards)
-        if n >= k:
-            c = sum(1 for reward in rewards if abs(reward - 1.0) <= SUCCESS_TOLERANCE)
-            values.append(math.comb(c, k) / math.comb(n, k))
-    return sum(values) / len(values) if values else None
+def pass_hat_k(passes: dict[str, int], trials: int, k: int) -> float | None:
+    """Upstream's pass^k: mean over tasks of C(c, k) / C(trials, k)."""
+    if not passes or k > trials:
+        return None
+    return sum(math.comb(c, k) / math.comb(trials, k) for c in passes.values()) / len(passes)
 
 
 def domain_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    trials: dict[str, list[float]] = defaultdict(list)
-    for row in rows:
-        trials[str(row["task_id"])].append(row_reward(row))
-    rewards = [reward for per_task in trials.values() for reward in per_task]
-    max_trials = max((len(per_task) for per_task in trials.values()), default=0)
+    rewards = [row_reward(row) for row in rows]
+    passes: dict[str, int] = defaultdict(int)
+    for row, reward in zip(rows, rewards):
+        passes[str(row["task_id"])] += 1 if abs(reward - 1.0) <= SUCCESS_TOLERANCE else 0
+    trials = len({int(row.get("trial") or 0) for row in rows})
     out: dict[str, Any] = {
         "average_reward": sum(rewards) / len(rewards) if rewards else None,
-        "tasks": len(trials),
-        "trials": max_trials,
+        "tasks": len(passes),
+        "trials": trials,
     }
-    for k in range(1, max_trials + 1):
-        out[f"pass^{k}"] = pass_hat_k(trials, k)
+    for k in range(1, trials + 1):
+        out[f"pass^{k}"] = pass_hat_k(passes, trials, k)
     return out
 
 
