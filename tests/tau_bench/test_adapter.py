@@ -22,7 +22,7 @@ def test_registered_name_and_defaults() -> None:
     assert isinstance(adapter, TauBenchAdapter)
     assert adapter.default_split == "test" and adapter.default_recipe == "tool-calling"
     assert adapter.deterministic_env is True
-    assert set(adapter.recipes()) == {"tool-calling", "react", "oracle"}
+    assert set(adapter.recipes()) == {"tool-calling", "react", "act", "few-shot", "tool-calling-repair", "oracle"}
     oracle = adapter.recipes()["oracle"]
     assert oracle.official is False and oracle.needs_model is False
 

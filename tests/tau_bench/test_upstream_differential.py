@@ -1,10 +1,13 @@
 """Differential test: upstream tau-bench's own agents and users vs `qit bench run`, request for request.
 
 Both run against one loopback OpenAI-compatible server whose scripted replies depend only on the
-request, on the first 10 test tasks of each domain, for every agent strategy and user strategy.
+request. Every agent strategy runs with every user strategy; each agent and each user strategy
+meets 10 tasks of each domain (two runs of 5, selected with upstream's start/end index options).
 The chat requests (model, messages, tools, temperature and seed present or absent) must be the
 same sequence, and so must the rewards. Upstream's only extra requests are its user constructors'
 resets without an instruction, whose replies it discards; they are left out of the comparison.
+One case runs two trials, imports upstream's results file with `qit bench import` and checks
+that `qit bench eval` gives the file's average reward and pass^k.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +29,7 @@ from .upstream_harness import Script, is_constructor_call, normal_request, upstr
 
 AGENTS = ("tool-calling", "react", "act", "few-shot")
 USERS = ("llm", "react", "verify", "reflection")
-TASKS = 10
+HALF = 5  # tasks per run
 MODEL = "scripted-agent"
 
 
@@ -35,33 +39,38 @@ def server(tau_data: Path):
         yield srv
 
 
-def run_upstream(tau_data: Path, server: OpenAIServer, tmp: Path, domain: str, agent: str, user: str) -> dict:
+def run_upstream(tau_data: Path, server: OpenAIServer, tmp: Path, domain: str, agent: str, user: str, start: int,
+                 trials: int) -> dict:
     few_shot = tau_data / "upstream" / "few_shot_data" / (
         "MockRetailDomainEnv-few_shot.jsonl" if domain == "retail" else "MockAirlineDomainEnv-few_shot.jsonl")
     with upstream_modules(tau_data / "upstream", server.base_url) as run:
         from tau_bench.types import RunConfig
 
         config = RunConfig(model_provider="openai", user_model_provider="openai", model=MODEL, user_model=MODEL,
-                           env=domain, agent_strategy=agent, task_split="test", start_index=0, end_index=TASKS,
+                           env=domain, agent_strategy=agent, task_split="test", start_index=start, end_index=start + HALF,
+                           num_trials=trials,
                            log_dir=str(tmp / "upstream"), user_strategy=user, few_shot_displays_path=str(few_shot))
         with contextlib.redirect_stdout(io.StringIO()):  # upstream prints every result
             results = run.run(config)
     files = list((tmp / "upstream").glob("*.json"))
     assert len(files) == 1
-    return {"rewards": {r.task_id: r.reward for r in results}, "file": files[0]}
+    return {"rewards": {(r.task_id, r.trial): r.reward for r in results}, "file": files[0]}
 
 
-def run_qitos(tau_data: Path, server: OpenAIServer, tmp: Path, domain: str, agent: str, user: str) -> dict:
+def run_qitos(tau_data: Path, server: OpenAIServer, tmp: Path, domain: str, agent: str, user: str, start: int,
+              trials: int) -> dict:
     out = tmp / "qitos.jsonl"
     result = CliRunner().invoke(app, [
         "bench", "run", "--benchmark", "tau-bench", "--subset", domain, "--split", "test", "--recipe", agent,
-        "--model-name", MODEL, "--base-url", server.base_url, "--option", "start_index=0",
-        "--option", f"end_index={TASKS}", "--option", f"user_strategy={user}", "--concurrency", "1",
+        "--model-name", MODEL, "--base-url", server.base_url, "--option", f"start_index={start}",
+        "--option", f"end_index={start + HALF}", "--option", f"user_strategy={user}", "--concurrency", "1",
+        "--trials", str(trials),
         "--output", str(out), "--trace-logdir", str(tmp / "runs"), "--data-dir", str(tau_data.parent),
     ])
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
-    return {"rewards": {r["task_id"]: r["score"] for r in rows}, "rows": rows, "output": result.output}
+    rewards = {(int(r["task_id"].rsplit("_", 1)[1]), r["trial"]): r["score"] for r in rows}
+    return {"rewards": rewards, "rows": rows, "output": result.output}
 
 
 def requests(server: OpenAIServer) -> list[dict[str, Any]]:
@@ -83,19 +92,55 @@ def first_difference(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> str:
     return f"lengths {len(a)} (upstream) vs {len(b)} (qitos)"
 
 
-# Every agent with every user strategy once; each domain gets every agent and every user strategy twice.
-CASES = [(("retail", "airline")[(a + u) % 2], agent, user) for a, agent in enumerate(AGENTS) for u, user in enumerate(USERS)]
+# Every agent with every user strategy once. An agent meets two user strategies on each domain and
+# a user strategy two agents, one on tasks 0-4 and one on tasks 5-9.
+CASES = [(("retail", "airline")[(a + u) % 2], agent, user, HALF * ((a // 2 + u // 2) % 2))
+         for a, agent in enumerate(AGENTS) for u, user in enumerate(USERS)]
 
 
-@pytest.mark.parametrize(("domain", "agent", "user"), CASES)
+@pytest.mark.parametrize(("domain", "agent", "user", "start"), CASES)
 def test_same_requests_and_rewards_as_upstream(tau_data: Path, server: OpenAIServer, tmp_path: Path,
-                                                domain: str, agent: str, user: str) -> None:
+                                                domain: str, agent: str, user: str, start: int) -> None:
+    trials = 2 if (agent, user) == ("tool-calling", "llm") else 1
     server.requests.clear()
-    upstream = run_upstream(tau_data, server, tmp_path, domain, agent, user)
+    upstream = run_upstream(tau_data, server, tmp_path, domain, agent, user, start, trials)
     expected = requests(server)
-    ours = run_qitos(tau_data, server, tmp_path, domain, agent, user)
+    ours = run_qitos(tau_data, server, tmp_path, domain, agent, user, start, trials)
     got = requests(server)
     assert expected == got, first_difference(expected, got)
-    by_index = {int(task_id.rsplit("_", 1)[1]): reward for task_id, reward in ours["rewards"].items()}
-    assert by_index == upstream["rewards"]
-    assert len(expected) > 5 * TASKS and 0 < sum(by_index.values()) < TASKS  # real conversations, mixed rewards
+    assert ours["rewards"] == upstream["rewards"]
+    assert len(expected) > 5 * HALF * trials  # real conversations, not a shortcut
+    if trials > 1:
+        check_import(tau_data, tmp_path, upstream["file"], domain)
+
+
+def test_the_cases_cover_every_pairing() -> None:
+    for domain in ("retail", "airline"):
+        for agent in AGENTS:
+            assert {s for d, a, _, s in CASES if (d, a) == (domain, agent)} == {0, HALF}
+        for user in USERS:
+            assert {s for d, _, u, s in CASES if (d, u) == (domain, user)} == {0, HALF}
+
+
+def check_import(tau_data: Path, tmp: Path, upstream_file: Path, domain: str) -> None:
+    """`qit bench import` of upstream's results file, then `qit bench eval`: the file's own figures."""
+    items = json.loads(upstream_file.read_text())
+    out = tmp / "imported.jsonl"
+    runner = CliRunner()
+    done = runner.invoke(app, ["bench", "import", "--format", "tau-bench", str(upstream_file), "--subset", domain,
+                               "--split", "test", "--output", str(out), "--trace-logdir", str(tmp / "imported")])
+    assert done.exit_code == 0, done.output
+    report = runner.invoke(app, ["bench", "eval", "--input", str(out), "--json"])
+    assert report.exit_code == 0, report.output
+    groups = json.loads(report.output)["groups"]
+    assert len(groups) == 1
+    figures = groups[0]["benchmark_metrics"]["tau-bench"]
+    rewards = [item["reward"] for item in items]
+    trials = len({item["trial"] for item in items})
+    passes: dict[int, int] = {}
+    for item in items:
+        passes[item["task_id"]] = passes.get(item["task_id"], 0) + (abs(item["reward"] - 1) <= 1e-6)
+    assert trials == 2 and figures["average_reward"] == pytest.approx(sum(rewards) / len(rewards))
+    for k in (1, 2):
+        expected = sum(math.comb(c, k) / math.comb(trials, k) for c in passes.values()) / len(passes)
+        assert figures[f"pass^{k}"] == pytest.approx(expected)
