@@ -144,3 +144,43 @@ def check_import(tau_data: Path, tmp: Path, upstream_file: Path, domain: str) ->
     for k in (1, 2):
         expected = sum(math.comb(c, k) / math.comb(trials, k) for c in passes.values()) / len(passes)
         assert figures[f"pass^{k}"] == pytest.approx(expected)
+
+
+def by_task(bodies: list[dict[str, Any]], script: Script) -> dict[int, list[dict[str, Any]]]:
+    """Requests grouped by the task they belong to (the order of tasks differs when shuffled)."""
+    groups: dict[int, list[dict[str, Any]]] = {}
+    for body in bodies:
+        text = json.dumps(body["messages"][:2])
+        index = next(i for text_, (_, i) in script.by_instruction.items() if json.dumps(text_)[1:-1] in text) \
+            if "Instruction: " in text else int(text.split("[airline ", 1)[1].split("]", 1)[0])
+        groups.setdefault(index, []).append(body)
+    return groups
+
+
+def test_shuffled_few_shot_draws_upstreams_examples(tau_data: Path, server: OpenAIServer, tmp_path: Path) -> None:
+    """Upstream's shuffle and seed decide which examples each task gets; QitOS replays that draw."""
+    few_shot = tau_data / "upstream" / "few_shot_data" / "MockAirlineDomainEnv-few_shot.jsonl"
+    server.requests.clear()
+    with upstream_modules(tau_data / "upstream", server.base_url) as run:
+        from tau_bench.types import RunConfig
+
+        config = RunConfig(model_provider="openai", user_model_provider="openai", model=MODEL, user_model=MODEL,
+                           env="airline", agent_strategy="few-shot", task_split="test", start_index=10,
+                           end_index=16, log_dir=str(tmp_path / "upstream"), few_shot_displays_path=str(few_shot),
+                           shuffle=1, seed=3)
+        with contextlib.redirect_stdout(io.StringIO()):
+            run.run(config)
+    expected = requests(server)
+    result = CliRunner().invoke(app, [
+        "bench", "run", "--benchmark", "tau-bench", "--subset", "airline", "--recipe", "few-shot",
+        "--model-name", MODEL, "--base-url", server.base_url, "--concurrency", "2", "--output", str(tmp_path / "q.jsonl"),
+        "--trace-logdir", str(tmp_path / "runs"), "--data-dir", str(tau_data.parent),
+        "--option", "start_index=10", "--option", "end_index=16", "--option", "shuffle=1", "--option", "run_seed=3",
+    ])
+    assert result.exit_code == 0, result.output
+    got = requests(server)
+    script = server.default
+    upstream_groups, our_groups = by_task(expected, script), by_task(got, script)
+    assert sorted(upstream_groups) == list(range(10, 16)) and upstream_groups == our_groups
+    systems = {i: g[-1]["messages"][0]["content"] for i, g in our_groups.items() if "tools" in g[-1]}
+    assert len(set(systems.values())) == len(systems) == 6  # each task got its own draw of examples

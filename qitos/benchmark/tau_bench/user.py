@@ -95,6 +95,9 @@ class LLMUser:
             {"role": "system", "content": self.system_prompt(instruction)},
             {"role": "user", "content": self.protocol.opening_line},
         ]
+        if self.emit is not None:  # the trace shows the prompt the user model was given
+            self.emit("user_prompt", {"strategy": self.strategy, "messages": [dict(m) for m in self.history],
+                                      "sampling": {k: v for k, v in self.params.items() if v is not None}})
         return self.generate(self.history)
 
     def step(self, content: str) -> str:
