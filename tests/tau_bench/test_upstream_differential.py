@@ -109,7 +109,7 @@ def test_same_requests_and_rewards_as_upstream(tau_data: Path, server: OpenAISer
     got = requests(server)
     assert expected == got, first_difference(expected, got)
     assert ours["rewards"] == upstream["rewards"]
-    assert len(expected) > 5 * HALF * trials  # real conversations, not a shortcut
+    assert len(expected) > 3 * HALF * trials  # real conversations, not a shortcut
     if trials > 1:
         check_import(tau_data, tmp_path, upstream["file"], domain)
 
@@ -182,5 +182,5 @@ def test_shuffled_few_shot_draws_upstreams_examples(tau_data: Path, server: Open
     script = server.default
     upstream_groups, our_groups = by_task(expected, script), by_task(got, script)
     assert sorted(upstream_groups) == list(range(10, 16)) and upstream_groups == our_groups
-    systems = {i: g[-1]["messages"][0]["content"] for i, g in our_groups.items() if "tools" in g[-1]}
+    systems = {i: next(b for b in g if "tools" in b)["messages"][0]["content"] for i, g in our_groups.items()}
     assert len(set(systems.values())) == len(systems) == 6  # each task got its own draw of examples
