@@ -70,8 +70,9 @@ def test_llm_user_prompt_history_and_events(retail: DomainData, protocol: Upstre
     assert result.done and result.observation == "###STOP###"
     assert [m["role"] for m in user.history] == ["system", "user", "assistant", "user", "assistant"]
     assert user.history[3] == {"role": "user", "content": "How can I help?"}
-    assert [kind for kind, _ in events] == ["user_model_call", "user_model_call"]
-    payload = events[1][1]
+    assert [kind for kind, _ in events] == ["user_prompt", "user_model_call", "user_model_call"]
+    assert events[0][1]["messages"] == messages and events[0][1]["sampling"] == {"temperature": 0.0}
+    payload = events[2][1]
     assert payload["strategy"] == "llm" and payload["message_count"] == 4 and payload["text"] == "###STOP###"
     assert payload["usage"]["total_tokens"] == 12 and payload["cost"] == 0.01 and payload["latency_seconds"] == 0.5
     assert result.info.user_cost == pytest.approx(0.02)

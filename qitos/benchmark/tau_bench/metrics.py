@@ -1,9 +1,10 @@
 """Tau-Bench's own figures over result rows: average reward and pass^k, overall and per domain.
 
-Computed as upstream's ``run.py`` (``display_metrics``) does: the average reward is over all rows;
-n is the number of distinct trial numbers among the rows, and pass^k (pass-hat-k) averages over
-tasks C(c, k) / C(n, k), with c the task's passing rows (reward within 1e-6 of 1), for k = 1..n.
-Rows that ended in an error score reward 0, as upstream records a crashed episode.
+pass^k (upstream's pass-hat-k) is, averaged over tasks, the chance that k trials drawn without
+replacement from the task's n trials all pass: C(c, k) / C(n, k) with c passing trials. A trial
+passes when its reward is within 1e-6 of 1. As in upstream's run.py, n is the number of trials
+requested: a trial that crashed, was not scored or has no row at all is a failure (reward 0), and
+every selected task enters the mean, so missing work never raises the figures.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from typing import Any
+
+from qitos.benchmark.metrics import selection
 
 SUCCESS_TOLERANCE = 1e-6
 
@@ -27,26 +30,35 @@ def row_domain(row: dict[str, Any]) -> str:
     return str(row.get("subset") or (row.get("metadata") or {}).get("domain") or "retail")
 
 
-def pass_hat_k(passes: dict[str, int], trials: int, k: int) -> float | None:
-    """Upstream's pass^k: mean over tasks of C(c, k) / C(trials, k)."""
-    if not passes or k > trials:
+def pass_hat_k(trials: dict[str, list[float]], k: int, n: int, tasks: int) -> float | None:
+    """Mean over `tasks` tasks of C(c, k) / C(n, k); tasks absent from `trials` count 0."""
+    if tasks == 0 or k > n:
         return None
-    return sum(math.comb(c, k) / math.comb(trials, k) for c in passes.values()) / len(passes)
+    total = 0.0
+    for rewards in trials.values():
+        c = min(n, sum(1 for reward in rewards if abs(reward - 1.0) <= SUCCESS_TOLERANCE))
+        total += math.comb(c, k) / math.comb(n, k)
+    return total / tasks
 
 
-def domain_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    rewards = [row_reward(row) for row in rows]
-    passes: dict[str, int] = defaultdict(int)
-    for row, reward in zip(rows, rewards):
-        passes[str(row["task_id"])] += 1 if abs(reward - 1.0) <= SUCCESS_TOLERANCE else 0
-    trials = len({int(row.get("trial") or 0) for row in rows})
+def domain_metrics(rows: list[dict[str, Any]], selected: tuple[int, int] | None = None) -> dict[str, Any]:
+    """Average reward over every selected trajectory and pass^1..n; `selected` = (tasks, trials requested)."""
+    trials: dict[str, list[float]] = defaultdict(list)
+    for row in rows:
+        trials[str(row["task_id"])].append(row_reward(row))
+    tasks, n = selected or selection(rows)
+    tasks = max(tasks, len(trials))
+    rewards = [reward for per_task in trials.values() for reward in per_task]
+    slots = max(tasks * n, len(rewards))
     out: dict[str, Any] = {
-        "average_reward": sum(rewards) / len(rewards) if rewards else None,
-        "tasks": len(passes),
-        "trials": trials,
+        "average_reward": sum(rewards) / slots if slots else None,
+        "tasks": tasks,
+        "trials": n,
+        "trajectories": len(rewards),
+        "missing_trajectories": slots - len(rewards),
     }
-    for k in range(1, trials + 1):
-        out[f"pass^{k}"] = pass_hat_k(passes, trials, k)
+    for k in range(1, n + 1):
+        out[f"pass^{k}"] = pass_hat_k(trials, k, n, tasks)
     return out
 
 
@@ -60,7 +72,9 @@ def tau_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
     # A task id names its domain, so pooling the domains keeps tasks apart.
     out = {"domains": ", ".join(sorted(by_domain)), **domain_metrics(rows)}
     if len(by_domain) > 1:
+        n = selection(rows)[1]
         for domain in sorted(by_domain):
-            for key, value in domain_metrics(by_domain[domain]).items():
+            in_domain = by_domain[domain]
+            for key, value in domain_metrics(in_domain, (len({r["task_id"] for r in in_domain}), n)).items():
                 out[f"{domain} {key}"] = value
     return out
