@@ -8,6 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from qitos.cli.qit import app
+from qitos.trace.reader import load_run
 
 from .upstream_harness import upstream_modules
 
@@ -33,6 +34,10 @@ def test_export_is_upstreams_results_schema_and_imports_back(tau_data: Path, tmp
                                    "--subset", "airline", "--output", str(tmp_path / "back.jsonl"),
                                    "--trace-logdir", str(tmp_path / "imported")])
     assert imported.exit_code == 0, imported.output
+    back = [json.loads(line) for line in (tmp_path / "back.jsonl").read_text().splitlines()]
+    trace = load_run(Path(back[0]["trace_run_dir"]))  # a valid trace the board can show
+    assert not trace.issues and trace.manifest.status == "completed"
+    assert [e.payload["message"] for e in trace.events if e.kind == "imported_message"] == results[0].traj
     report = json.loads(runner.invoke(app, ["bench", "eval", "--input", str(tmp_path / "back.jsonl"), "--json"]).output)
     figures = report["groups"][0]["benchmark_metrics"]["tau-bench"]
     assert figures["average_reward"] == 1.0 and figures["pass^2"] == 1.0 and figures["tasks"] == 3
