@@ -85,7 +85,7 @@ class SandboxResult(BaseModel):
     timed_out: bool
     truncated: bool
     duration_seconds: float
-    limit: str | None = None  # "memory" | "processes" | "disk" when a resource limit ended the command
+    limit: str | None = None  # "memory" | "processes" | "disk" | "file_size" when a limit ended the command
 
 
 class SandboxUnavailable(RuntimeError):
@@ -434,6 +434,8 @@ class BwrapSandbox:
         stderr_text = err.data.decode("utf-8", errors="replace")
         if hit is None:
             hit = cgroup.hit()  # e.g. the kernel OOM-killed a process and the command then exited
+        if hit is None and proc.returncode in (128 + signal.SIGXFSZ, -signal.SIGXFSZ):
+            hit = "file_size"  # a write past RLIMIT_FSIZE killed the command (SIGXFSZ)
         if hit:
             stderr_text = stderr_text.rstrip("\n") + ("\n" if stderr_text.strip() else "") + \
                 limit_message(hit, self.limits) + "\n"
@@ -456,6 +458,8 @@ class BwrapSandbox:
                cgroup: CommandCgroup) -> tuple[bool, str | None]:
         """Wait for the command, checking its cgroup and disk use; (timed out, limit reached)."""
         interval = 0.1
+        # over the limit already (an earlier command filled it): only growth kills, so cleaning up works
+        disk_floor = max(self._disk_baseline + self.limits.disk_bytes, tree_bytes(self._disk_paths()))
         while True:
             remaining = limit - (time.monotonic() - start)
             if remaining <= 0:
@@ -469,7 +473,7 @@ class BwrapSandbox:
             if hit:
                 return False, hit
             measured = time.monotonic()
-            if tree_bytes(self._disk_paths()) - self._disk_baseline > self.limits.disk_bytes:
+            if tree_bytes(self._disk_paths()) > disk_floor:
                 return False, "disk"
             # a big work dir is measured less often, so watching never costs more than a few percent
             interval = min(2.0, max(0.1, 20 * (time.monotonic() - measured)))

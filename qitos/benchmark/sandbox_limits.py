@@ -262,6 +262,7 @@ def tree_bytes(paths: list[Path]) -> int:
 LIMIT_MESSAGES = {
     "memory": "the command used more than {memory} of memory",
     "processes": "the command tried to run more than {processes} processes at once",
+    "file_size": "a file grew past {file_size}",
     "disk": "the command wrote more than {disk} to the work dir, /tmp and $HOME (delete files to go on)",
 }
 
@@ -275,5 +276,7 @@ def human(n: int) -> str:
 
 def limit_message(limit: str, limits: SandboxLimits) -> str:
     text = LIMIT_MESSAGES[limit].format(memory=human(limits.memory_bytes), processes=limits.max_processes,
-                                        disk=human(limits.disk_bytes))
-    return f"[sandbox] {limit} limit reached: {text}; the command and everything it started were killed"
+                                        disk=human(limits.disk_bytes), file_size=human(limits.file_size_bytes))
+    ended = "the writing process was killed" if limit == "file_size" else \
+        "the command and everything it started were killed"
+    return f"[sandbox] {limit.replace('_', ' ')} limit reached: {text}; {ended}"
