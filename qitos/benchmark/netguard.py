@@ -47,7 +47,7 @@ def check_address(address: str) -> str | None:
     embedded = []
     if isinstance(ip, ipaddress.IPv6Address):
         embedded = [a for a in (ip.ipv4_mapped, ip.sixtofour, ip.teredo and ip.teredo[1]) if a]
-    for candidate in [ip, *embedded]:
+    for candidate in [*embedded, ip]:  # the IPv4 inside says most about where it goes
         kind = _kind(candidate)
         if kind:
             return f"{address} is a {kind} address"
@@ -63,10 +63,10 @@ def _kind(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
         return "multicast"
     if ip.is_unspecified:
         return "unspecified"
-    if ip.is_private:
-        return "private"
     if ip.is_reserved:
         return "reserved"
+    if ip.is_private:
+        return "private"
     if not ip.is_global:
         return "non-global"
     return None

@@ -3,7 +3,8 @@
 Traces are redacted when written, but a trace written by an older version, copied from another
 machine, or a key marked secret only now (`qita board --secret-env NAME`) would still show. So the
 board scrubs what it sends too: text bodies are buffered, scrubbed with the secrets known at request
-time, and sent with a corrected Content-Length. Binary bodies (screenshots) pass through untouched.
+time, and sent with a corrected Content-Length. Images pass through untouched; any other body
+(pages, JSON, trace files downloaded as attachments) is scrubbed when it is UTF-8 text.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from qitos.trace.redact import Redactor
 
-_TEXT_TYPES = (b"text/", b"application/json", b"application/x-ndjson", b"application/javascript")
+_PASS_THROUGH = (b"image/", b"font/", b"video/", b"audio/")
 
 
 class RedactMiddleware:
@@ -31,7 +32,7 @@ class RedactMiddleware:
             nonlocal start
             if message["type"] == "http.response.start":
                 content_type = dict(message.get("headers", [])).get(b"content-type", b"")
-                if content_type.startswith(_TEXT_TYPES):
+                if not content_type.startswith(_PASS_THROUGH):
                     start = message
                     return
                 await send(message)
@@ -42,7 +43,11 @@ class RedactMiddleware:
             chunks.append(message.get("body", b""))
             if message.get("more_body", False):
                 return
-            body = redactor.scrub_text(b"".join(chunks).decode("utf-8", errors="replace")).encode("utf-8")
+            body = b"".join(chunks)
+            try:
+                body = redactor.scrub_text(body.decode("utf-8")).encode("utf-8")
+            except UnicodeDecodeError:
+                pass  # binary: nothing a text secret could be spotted in reliably
             headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
             headers.append((b"content-length", str(len(body)).encode()))
             await send({**start, "headers": headers})

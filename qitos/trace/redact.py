@@ -33,8 +33,22 @@ _SECRET_KEY = re.compile(r"(api[_-]?key|authorization|auth[_-]?token|access[_-]?
 _SECRET_ENV = re.compile(r"(API_KEY|_TOKEN|SECRET|PASSWORD)$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
-_SPELLINGS = (lambda v: v, lambda v: json.dumps(v)[1:-1], lambda v: json.dumps(v, ensure_ascii=False)[1:-1],
-              lambda v: html.escape(v), lambda v: html.escape(v, quote=False))
+
+
+def _json(v: str) -> str:
+    return json.dumps(v, ensure_ascii=False)[1:-1]
+
+
+def _jinja(v: str) -> str:
+    """markupsafe's escaping (Jinja templates: the board and the HTML exports)."""
+    return (v.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&#34;")
+            .replace("'", "&#39;"))
+
+
+# How a value is spelled once written into the documents QitOS makes: as is, in JSON strings, in HTML
+# (also JSON inside HTML, e.g. replay frames), in CSV cells. Each spelling is redacted.
+_SPELLINGS = (lambda v: v, _json, lambda v: json.dumps(v)[1:-1], html.escape, lambda v: html.escape(v, quote=False),
+              _jinja, lambda v: _jinja(_json(v)), lambda v: html.escape(_json(v)), lambda v: v.replace('"', '""'))
 _registered: set[str] = set()
 _lock = threading.Lock()
 
