@@ -56,7 +56,7 @@ from typing import IO, cast
 
 from pydantic import BaseModel
 
-from .sandbox_limits import CommandCgroup, SandboxLimits, cgroup_support, limit_message, tree_bytes
+from .sandbox_limits import CommandCgroup, DiskWatch, SandboxLimits, cgroup_support, disk_usage, limit_message
 
 WORK_MOUNT = "/task"
 HOME_MOUNT = "/home/sandbox"
@@ -273,7 +273,7 @@ class BwrapSandbox:
         self._finalizer = weakref.finalize(self, remove_tree, self._scratch)
         self._write_identity_files()
         self.limits = limits or SandboxLimits.from_env()
-        self._disk_baseline = tree_bytes(self._disk_paths())
+        self._disk_baseline = disk_usage(self._disk_paths())[0]
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -415,8 +415,9 @@ class BwrapSandbox:
             threading.Thread(target=_feed_stdin, args=(proc.stdin, stdin.encode()), daemon=True).start()
         timed_out = False
         hit: str | None = None
+        disk = DiskWatch(self._disk_paths(), self._disk_baseline, self.limits)
         try:
-            timed_out, hit = self._watch(proc, limit, start, cgroup)
+            timed_out, hit = self._watch(proc, limit, start, cgroup, disk)
             if timed_out or hit:
                 _kill_group(proc)
                 cgroup.kill_all()
@@ -432,10 +433,8 @@ class BwrapSandbox:
         duration = time.monotonic() - start
         out, err = readers
         stderr_text = err.data.decode("utf-8", errors="replace")
-        if hit is None:
-            hit = cgroup.hit()  # e.g. the kernel OOM-killed a process and the command then exited
-        if hit is None and proc.returncode in (128 + signal.SIGXFSZ, -signal.SIGXFSZ):
-            hit = "file_size"  # a write past RLIMIT_FSIZE killed the command (SIGXFSZ)
+        if hit is None and not timed_out:  # e.g. the kernel OOM-killed a process, then the command exited
+            hit = cgroup.hit() or disk.check()
         if hit:
             stderr_text = stderr_text.rstrip("\n") + ("\n" if stderr_text.strip() else "") + \
                 limit_message(hit, self.limits) + "\n"
@@ -454,12 +453,10 @@ class BwrapSandbox:
             limit=hit,
         )
 
-    def _watch(self, proc: subprocess.Popen[bytes], limit: float, start: float,
-               cgroup: CommandCgroup) -> tuple[bool, str | None]:
+    def _watch(self, proc: subprocess.Popen[bytes], limit: float, start: float, cgroup: CommandCgroup,
+               disk: DiskWatch) -> tuple[bool, str | None]:
         """Wait for the command, checking its cgroup and disk use; (timed out, limit reached)."""
         interval = 0.1
-        # over the limit already (an earlier command filled it): only growth kills, so cleaning up works
-        disk_floor = max(self._disk_baseline + self.limits.disk_bytes, tree_bytes(self._disk_paths()))
         while True:
             remaining = limit - (time.monotonic() - start)
             if remaining <= 0:
@@ -473,8 +470,9 @@ class BwrapSandbox:
             if hit:
                 return False, hit
             measured = time.monotonic()
-            if tree_bytes(self._disk_paths()) > disk_floor:
-                return False, "disk"
+            hit = disk.check()
+            if hit:
+                return False, hit
             # a big work dir is measured less often, so watching never costs more than a few percent
             interval = min(2.0, max(0.1, 20 * (time.monotonic() - measured)))
 

@@ -23,6 +23,7 @@ import functools
 import os
 import re
 import signal
+import stat
 import time
 from pathlib import Path
 
@@ -237,9 +238,13 @@ class CommandCgroup:
                     time.sleep(0.05)
 
 
-def tree_bytes(paths: list[Path]) -> int:
-    """Disk blocks used under `paths` (st_blocks, so sparse files count for what they really take)."""
+def disk_usage(paths: list[Path], big: float = float("inf")) -> tuple[int, set[str]]:
+    """(bytes of disk used under `paths`, the regular files of `big` bytes or more).
+
+    Disk use is st_blocks, so sparse files count for what they really take.
+    """
     total = 0
+    found: set[str] = set()
     pending = [str(p) for p in paths]
     while pending:
         current = pending.pop()
@@ -254,15 +259,39 @@ def tree_bytes(paths: list[Path]) -> int:
                 except OSError:
                     continue
                 total += st.st_blocks * 512
-                if entry.is_dir(follow_symlinks=False):
+                if stat.S_ISDIR(st.st_mode):
                     pending.append(entry.path)
-    return total
+                elif stat.S_ISREG(st.st_mode) and st.st_size >= big:
+                    found.add(entry.path)
+    return total, found
+
+
+class DiskWatch:
+    """Disk use of a sandbox's writable places during one command.
+
+    `disk`: more than `disk_bytes` added since the sandbox was made, counting only growth during this
+    command (so a command that cleans up after an earlier fill is not killed). `file_size`: a file
+    reached `file_size_bytes` during this command (RLIMIT_FSIZE stopped the writer; this ends the rest).
+    """
+
+    def __init__(self, paths: list[Path], baseline: int, limits: SandboxLimits) -> None:
+        self.paths, self.limits = paths, limits
+        total, self.big_before = disk_usage(paths, limits.file_size_bytes)
+        self.floor = max(baseline + limits.disk_bytes, total)
+
+    def check(self) -> str | None:
+        total, big = disk_usage(self.paths, self.limits.file_size_bytes)
+        if big - self.big_before:
+            return "file_size"
+        if total > self.floor:
+            return "disk"
+        return None
 
 
 LIMIT_MESSAGES = {
     "memory": "the command used more than {memory} of memory",
     "processes": "the command tried to run more than {processes} processes at once",
-    "file_size": "a file grew past {file_size}",
+    "file_size": "a file grew to {file_size}, the largest allowed (the write was stopped)",
     "disk": "the command wrote more than {disk} to the work dir, /tmp and $HOME (delete files to go on)",
 }
 
@@ -277,6 +306,4 @@ def human(n: int) -> str:
 def limit_message(limit: str, limits: SandboxLimits) -> str:
     text = LIMIT_MESSAGES[limit].format(memory=human(limits.memory_bytes), processes=limits.max_processes,
                                         disk=human(limits.disk_bytes), file_size=human(limits.file_size_bytes))
-    ended = "the writing process was killed" if limit == "file_size" else \
-        "the command and everything it started were killed"
-    return f"[sandbox] {limit.replace('_', ' ')} limit reached: {text}; {ended}"
+    return f"[sandbox] {limit.replace('_', ' ')} limit reached: {text}; the command was ended"
