@@ -51,6 +51,12 @@ _SPELLINGS = (lambda v: v, _json, lambda v: json.dumps(v)[1:-1], html.escape, la
               _jinja, lambda v: _jinja(_json(v)), lambda v: html.escape(_json(v)), lambda v: v.replace('"', '""'))
 _registered: set[str] = set()
 _lock = threading.Lock()
+_generation = 0  # bumped whenever a secret is registered or marked, so existing Redactors pick it up
+
+
+def _bump() -> None:
+    global _generation
+    _generation += 1
 
 
 @lru_cache(maxsize=4096)
@@ -75,6 +81,7 @@ def mark_secret_env(names: Iterable[str]) -> None:
         merged = current + [n for n in names if n not in current]
         if merged != current:
             os.environ[SECRET_ENV_VARIABLE] = ",".join(merged)
+            _bump()
 
 
 def register_secret(value: str | None) -> None:
@@ -82,6 +89,7 @@ def register_secret(value: str | None) -> None:
     if value and len(value) >= MIN_SECRET_LENGTH:
         with _lock:
             _registered.add(value)
+            _bump()
 
 
 def secret_values() -> set[str]:
@@ -102,15 +110,19 @@ class Redactor:
         self._set(values)
 
     def _set(self, values: set[str]) -> None:
+        self._generation = _generation
         self._values = sorted(values, key=len, reverse=True)
         # documents hold values escaped too (JSON strings, HTML pages): match those spellings as well
         spellings = {f(v) for v in self._values for f in _SPELLINGS}
         ordered = sorted(spellings, key=len, reverse=True)
+        self._spellings = ordered
         self._pattern = re.compile("|".join(re.escape(v) for v in ordered)) if ordered else None
 
     @property
     def active(self) -> bool:
         """Whether any secret value is known (when not, scrubbing by value is a no-op)."""
+        if self._generation != _generation:
+            self._set(set(self._values) | secret_values())
         return self._pattern is not None
 
     def add_secret(self, value: str | None) -> None:
@@ -118,7 +130,11 @@ class Redactor:
             self._set(set(self._values) | {value})
 
     def scrub_text(self, text: str) -> str:
-        return self._pattern.sub(REDACTED, text) if self._pattern else text
+        if self._generation != _generation:  # a secret was registered or marked since this was built
+            self._set(set(self._values) | secret_values())
+        if self._pattern is None or not any(s in text for s in self._spellings):  # substring tests are fast
+            return text
+        return self._pattern.sub(REDACTED, text)
 
     def scrub(self, value: Any, key: str | None = None) -> Any:
         """Return a redacted copy: secret-named keys lose their values, every string loses secret values."""
