@@ -56,7 +56,8 @@ from typing import IO, cast
 
 from pydantic import BaseModel
 
-from .sandbox_limits import CommandCgroup, DiskWatch, SandboxLimits, cgroup_support, disk_usage, limit_message
+from .sandbox_limits import (CommandCgroup, DiskWatch, SandboxLimits, cgroup_support, count_tree, disk_usage,
+                             limit_message)
 
 WORK_MOUNT = "/task"
 HOME_MOUNT = "/home/sandbox"
@@ -455,26 +456,32 @@ class BwrapSandbox:
 
     def _watch(self, proc: subprocess.Popen[bytes], limit: float, start: float, cgroup: CommandCgroup,
                disk: DiskWatch) -> tuple[bool, str | None]:
-        """Wait for the command, checking its cgroup and disk use; (timed out, limit reached)."""
-        interval = 0.1
+        """Wait for the command, checking its cgroup, process count and disk use; (timed out, limit reached)."""
+        count_processes = cgroup.pids_dir is None  # no pids cgroup: count the tree ourselves
+        disk_interval, next_disk = 0.1, 0.0
         while True:
             remaining = limit - (time.monotonic() - start)
             if remaining <= 0:
                 return True, None
             try:
-                proc.wait(timeout=min(interval, remaining))
+                proc.wait(timeout=min(0.1, remaining))
                 return False, None
             except subprocess.TimeoutExpired:
                 pass
             hit = cgroup.hit()
             if hit:
                 return False, hit
-            measured = time.monotonic()
-            hit = disk.check()
-            if hit:
-                return False, hit
-            # a big work dir is measured less often, so watching never costs more than a few percent
-            interval = min(2.0, max(0.1, 20 * (time.monotonic() - measured)))
+            # bwrap's monitor and the namespace's init are part of the tree, hence the 2
+            if count_processes and count_tree(proc.pid, self.limits.max_processes + 2) > self.limits.max_processes + 2:
+                return False, "processes"
+            if time.monotonic() >= next_disk:
+                measured = time.monotonic()
+                hit = disk.check()
+                if hit:
+                    return False, hit
+                # a big work dir is measured less often, so watching never costs more than a few percent
+                disk_interval = min(2.0, max(0.1, 20 * (time.monotonic() - measured)))
+                next_disk = time.monotonic() + disk_interval
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -5,8 +5,10 @@ root, and root ignores `RLIMIT_NPROC` (the kernel exempts uid 0, and bwrap maps 
 the host user that started it). So, per limit, the strongest mechanism available here is used:
 
 - processes and memory: a cgroup per command (v1 `pids`/`memory` hierarchies or a v2 subtree with
-  those controllers), when one is writable. Otherwise `RLIMIT_NPROC` (enforced only when the host
-  user is not root) and `RLIMIT_DATA` per process. `CgroupSupport.describe()` says which is in use.
+  those controllers), when one is writable. Otherwise, for processes, `RLIMIT_NPROC` (which the
+  kernel enforces only when the host user is not root) plus a count of the command's process tree
+  a few times a second (`count_tree`; the command is killed past the limit), and for memory
+  `RLIMIT_DATA` per process. `CgroupSupport.describe()` says which is in use.
 - file size: `RLIMIT_FSIZE` (enforced for root too): a bigger write fails with EFBIG / SIGXFSZ.
 - disk: the bytes the commands add to the work dir, /tmp and $HOME are measured while a command
   runs (a few times a second); past the limit the command is killed.
@@ -95,7 +97,7 @@ class CgroupSupport(BaseModel):
     def describe(self) -> str:
         parts = []
         parts.append(f"processes: cgroup v{self.version} pids.max" if self.pids else
-                     "processes: RLIMIT_NPROC (not enforced when the host user is root)")
+                     "processes: RLIMIT_NPROC (the kernel skips it for root) and a process-tree count")
         parts.append(f"memory: cgroup v{self.version} memory limit" if self.memory else
                      "memory: RLIMIT_DATA per process")
         return "; ".join(parts)
@@ -236,6 +238,30 @@ class CommandCgroup:
                         break
                     self.kill_all()
                     time.sleep(0.05)
+
+
+def count_tree(root_pid: int, stop_after: int) -> int:
+    """Processes in the tree under `root_pid` (itself included), counting no further than `stop_after` + 1.
+
+    Used where no pids cgroup is writable. The sandbox has its own pid namespace, so orphans are
+    re-parented to its init, which is inside this tree: nothing escapes the count.
+    """
+    seen = 0
+    pending = [root_pid]
+    while pending and seen <= stop_after:
+        pid = pending.pop()
+        seen += 1
+        try:
+            threads = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in threads:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children") as handle:
+                    pending.extend(int(child) for child in handle.read().split())
+            except (OSError, ValueError):
+                continue
+    return seen
 
 
 def disk_usage(paths: list[Path], big: float = float("inf")) -> tuple[int, set[str]]:

@@ -82,11 +82,7 @@ def test_fork_bomb_memory_hog_and_disk_fill_each_end_as_a_tool_error(tmp_path: P
     need_sandbox()
     from qitos.benchmark.sandbox_limits import cgroup_support
 
-    support = cgroup_support()
-    if support.pids is None:  # without a pids cgroup, a fork bomb as root would take the machine: do not run it
-        from tests.conftest import require_system
-
-        require_system(False, f"a writable pids cgroup to contain a fork bomb as root ({support.describe()})")
+    support = cgroup_support()  # cgroups where writable, else rlimits and a process-tree count (both tested)
     commands = [
         ":(){ :|:& };:; sleep 25",  # the shell waits, so the bomb has time to grow
         "python3 -c 'b = bytearray(4 * 1024**3); print(len(b))'",

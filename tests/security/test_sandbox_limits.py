@@ -54,7 +54,8 @@ def test_each_limit_ends_only_its_command(tmp_path: Path) -> None:
 
 
 def test_rlimit_fallback_without_cgroups(tmp_path: Path) -> None:
-    """Where no cgroup is writable, memory falls back to RLIMIT_DATA (checked in a fresh process)."""
+    """Where no cgroup is writable: memory falls back to RLIMIT_DATA, processes to a tree count (as root,
+    RLIMIT_NPROC alone would not stop a fork bomb). Checked in a fresh process, with cgroups turned off."""
     need_sandbox()
     program = textwrap.dedent(f"""
         from pathlib import Path
@@ -63,15 +64,19 @@ def test_rlimit_fallback_without_cgroups(tmp_path: Path) -> None:
         support = cgroup_support()
         assert support.pids is None and support.memory is None, support
         print(support.describe())
-        limits = SandboxLimits(memory_bytes=256 << 20)
+        limits = SandboxLimits(memory_bytes=256 << 20, max_processes=64)
         with BwrapSandbox(Path({str(tmp_path / 'work')!r}), timeout_seconds=30, limits=limits) as box:
             hog = box.run("python3 -c 'x = bytearray(1024**3)'")
             print("hog", hog.exit_code, "MemoryError" in hog.stderr)
             print(box.run("ulimit -d").stdout.strip())
+            bomb = box.run(":(){{ :|:& }};:; sleep 25")
+            print("bomb", bomb.exit_code, bomb.limit, "processes limit reached" in bomb.stderr, bomb.duration_seconds < 20)
+            print(box.run("echo alive").stdout.strip())
     """)
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "QITOS_SANDBOX_NO_CGROUP": "1"})
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert "memory: RLIMIT_DATA per process" in lines[0]
+    assert "memory: RLIMIT_DATA per process" in lines[0] and "process-tree count" in lines[0]
     assert lines[1] == "hog 1 True" and lines[2] == str(256 << 10)
+    assert lines[3] == "bomb None processes True True" and lines[4] == "alive"
