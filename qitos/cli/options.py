@@ -13,8 +13,9 @@ Temperature = Annotated[Optional[float], typer.Option("--temperature", help="sam
 MaxTokens = Annotated[Optional[int], typer.Option("--max-tokens", help="max tokens per model reply")]
 Seed = Annotated[int, typer.Option("--seed", help="seed recorded in the RunSpec and passed to the model")]
 TraceLogdir = Annotated[str, typer.Option("--trace-logdir", help="where run directories are written")]
-SecretEnv = Annotated[list[str], typer.Option("--secret-env", help="environment variable whose value is a secret: "
-                                                                   "redacted from traces, results and exports (repeatable)")]
+SecretEnv = Annotated[list[str], typer.Option(
+    "--secret-env", metavar="NAME",
+    help="environment variable whose value is a secret: redacted from traces, results and exports (repeatable)")]
 
 
 def mark_secrets(names: list[str] | None) -> None:

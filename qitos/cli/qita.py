@@ -21,8 +21,9 @@ Token = Annotated[Optional[str], typer.Option(help="access token every request m
 Results = Annotated[Optional[list[Path]], typer.Option("--results", help="results JSONL file for the Experiment page "
                                                                          "and run success (repeatable)")]
 OpenBrowser = Annotated[bool, typer.Option("--open", help="open the page in a web browser")]
-SecretEnvs = Annotated[Optional[list[str]], typer.Option("--secret-env", help="environment variable whose value "
-                                                        "is a secret, redacted from every page and export (repeatable)")]
+SecretEnvs = Annotated[Optional[list[str]], typer.Option(
+    "--secret-env", metavar="NAME",
+    help="environment variable whose value is a secret, redacted from every page and export (repeatable)")]
 CacheDir = Annotated[Optional[Path], typer.Option(help="where the SQLite index is kept (default ~/.cache/qitos/qita)")]
 
 

@@ -20,7 +20,8 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, Field, SecretStr
 
-__all__ = ["WebConfig", "WebError", "WebRefused", "FetchedPage", "visit_client", "SEARCH_PROVIDERS", "SEARCH_UNAVAILABLE", "VISIT_UNAVAILABLE",
+__all__ = ["WebConfig", "WebError", "WebRefused", "FetchedPage", "visit_client", "SEARCH_PROVIDERS",
+           "SEARCH_UNAVAILABLE", "VISIT_UNAVAILABLE",
            "search_web", "fetch_page", "html_to_text"]
 
 SearchProvider = Literal["tavily", "serper", "brave", "searxng"]
