@@ -386,7 +386,8 @@ class BwrapSandbox:
         # error is never mistaken for the command's own failure.
         fd = started_w
         rlimits = self.limits.ulimit_script(cgroup_support())
-        launcher = ["/bin/bash", "-c", f'{rlimits} || exit 125; printf 1 >&{fd}; exec {fd}>&-; exec "$@"', "bash", *argv]
+        launcher = ["/bin/bash", "-c", f'{rlimits} || exit 125; printf 1 >&{fd}; exec {fd}>&-; exec "$@"', "bash",
+                    *argv]
         procs = cgroup.procs_files()
         # bwrap (and so everything under it) joins the command's cgroups before it starts
         attach = ["/bin/sh", "-c", 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 126; shift; '
@@ -472,7 +473,8 @@ class BwrapSandbox:
             if hit:
                 return False, hit
             # bwrap's monitor and the namespace's init are part of the tree, hence the 2
-            if count_processes and count_tree(proc.pid, self.limits.max_processes + 2) > self.limits.max_processes + 2:
+            allowed = self.limits.max_processes + 2
+            if count_processes and count_tree(proc.pid, allowed) > allowed:
                 return False, "processes"
             if time.monotonic() >= next_disk:
                 measured = time.monotonic()

@@ -22,7 +22,8 @@ def resolve_model(name: str, *, base_url: str | None = None, api_key_env: str = 
     try:  # the key's variable is a secret whatever its name, and whichever model reads it
         mark_secret_env([api_key_env])
     except ValueError:
-        raise ModelConfigError(f"--api-key-env {api_key_env!r} is not an environment variable name, e.g. OPENAI_API_KEY") from None
+        raise ModelConfigError(
+            f"--api-key-env {api_key_env!r} is not an environment variable name, e.g. OPENAI_API_KEY") from None
     if name == "local" or name.startswith("local:"):
         from .local import LocalModel
 
