@@ -140,3 +140,10 @@ def test_board_pages_and_raw_files_are_redacted(tmp_path: Path) -> None:
     finally:
         board.terminate()
         board.wait(timeout=20)
+
+
+def test_web_search_key_is_a_secret_whatever_its_variable() -> None:
+    from qitos.benchmark.gaia.web import WebConfig
+
+    config = WebConfig.from_env({"QITOS_WEB_SEARCH": "brave", "QITOS_WEB_SEARCH_KEY": "brave-key-5c1d0e7f"})
+    assert config is not None and Redactor().scrub_text("q=brave-key-5c1d0e7f") == f"q={REDACTED}"

@@ -55,6 +55,13 @@ class WebConfig(BaseModel):
     user_agent: str = "QitOS-GAIA/0.1 (+research agent benchmark)"
     allow_private_addresses: bool = False  # let visit_page reach loopback/private/link-local hosts
 
+    def model_post_init(self, _context: Any) -> None:
+        """The search key is a secret whatever variable it came from: never written to a trace."""
+        if self.api_key is not None:
+            from qitos.trace.redact import register_secret
+
+            register_secret(self.api_key.get_secret_value())
+
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> "WebConfig | None":
         """Build from `QITOS_WEB_SEARCH` and key variables; None when web access is not configured."""
