@@ -57,7 +57,7 @@ from typing import IO, cast
 from pydantic import BaseModel
 
 from .sandbox_limits import (CommandCgroup, DiskWatch, SandboxLimits, cgroup_support, count_tree, disk_usage,
-                             limit_message)
+                             limit_message, rlimit_memory_hit)
 
 WORK_MOUNT = "/task"
 HOME_MOUNT = "/home/sandbox"
@@ -437,6 +437,8 @@ class BwrapSandbox:
         stderr_text = err.data.decode("utf-8", errors="replace")
         if hit is None and not timed_out:  # e.g. the kernel OOM-killed a process, then the command exited
             hit = cgroup.hit() or disk.check()
+            if hit is None and cgroup.memory_dir is None and rlimit_memory_hit(proc.returncode, stderr_text):
+                hit = "memory"
         if hit:
             stderr_text = stderr_text.rstrip("\n") + ("\n" if stderr_text.strip() else "") + \
                 limit_message(hit, self.limits) + "\n"

@@ -240,6 +240,16 @@ class CommandCgroup:
                     time.sleep(0.05)
 
 
+# What programs print when an allocation fails (Python, glibc/coreutils, C++, Node, Java, Go).
+_OUT_OF_MEMORY = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "JavaScript heap out of memory",
+                  "OutOfMemoryError", "out of memory")
+
+
+def rlimit_memory_hit(exit_code: int | None, stderr: str) -> bool:
+    """Without a memory cgroup, RLIMIT_DATA makes allocations fail: did this failed command say so?"""
+    return exit_code not in (0, None) and any(marker in stderr[-4000:] for marker in _OUT_OF_MEMORY)
+
+
 def count_tree(root_pid: int, stop_after: int) -> int:
     """Processes in the tree under `root_pid` (itself included), counting no further than `stop_after` + 1.
 

@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.security.support import demo, files_containing, need_sandbox, run_cli, tool_outputs
 
 
@@ -78,7 +80,9 @@ def test_canary_key_under_any_name_is_absent_from_every_file(tmp_path: Path) -> 
     assert leaks == []
 
 
-def test_fork_bomb_memory_hog_and_disk_fill_each_end_as_a_tool_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mechanism", ["detected", "no-cgroup"])
+def test_fork_bomb_memory_hog_and_disk_fill_each_end_as_a_tool_error(tmp_path: Path, mechanism: str) -> None:
+    """With the cgroups found here, and with the fallback used where none is writable (rlimits, tree count)."""
     need_sandbox()
     from qitos.benchmark.sandbox_limits import cgroup_support
 
@@ -90,7 +94,10 @@ def test_fork_bomb_memory_hog_and_disk_fill_each_end_as_a_tool_error(tmp_path: P
         "rm -f /tmp/fill*; echo alive",
     ]
     started = time.monotonic()
-    done, run_dir = demo(tmp_path, commands, env={"QITOS_SANDBOX_DISK": "300M", "QITOS_SANDBOX_MEMORY": "1G"})
+    env = {"QITOS_SANDBOX_DISK": "300M", "QITOS_SANDBOX_MEMORY": "1G"}
+    if mechanism == "no-cgroup":
+        env["QITOS_SANDBOX_NO_CGROUP"] = "1"
+    done, run_dir = demo(tmp_path, commands, env=env)
     elapsed = time.monotonic() - started
     assert done.returncode == 0, done.stderr
     outputs = tool_outputs(run_dir)

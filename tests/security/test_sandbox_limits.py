@@ -67,7 +67,7 @@ def test_rlimit_fallback_without_cgroups(tmp_path: Path) -> None:
         limits = SandboxLimits(memory_bytes=256 << 20, max_processes=64)
         with BwrapSandbox(Path({str(tmp_path / 'work')!r}), timeout_seconds=30, limits=limits) as box:
             hog = box.run("python3 -c 'x = bytearray(1024**3)'")
-            print("hog", hog.exit_code, "MemoryError" in hog.stderr)
+            print("hog", hog.exit_code, hog.limit, "MemoryError" in hog.stderr, "memory limit reached" in hog.stderr)
             print(box.run("ulimit -d").stdout.strip())
             bomb = box.run(":(){{ :|:& }};:; sleep 25")
             print("bomb", bomb.exit_code, bomb.limit, "processes limit reached" in bomb.stderr, bomb.duration_seconds < 20)
@@ -78,5 +78,5 @@ def test_rlimit_fallback_without_cgroups(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert "memory: RLIMIT_DATA per process" in lines[0] and "process-tree count" in lines[0]
-    assert lines[1] == "hog 1 True" and lines[2] == str(256 << 10)
+    assert lines[1] == "hog None memory True True" and lines[2] == str(256 << 10)
     assert lines[3] == "bomb None processes True True" and lines[4] == "alive"
