@@ -44,7 +44,9 @@ def demo_minimal(
     model = build_model(model_name, base_url, api_key_env, temperature, max_tokens, seed)
     console.print(f"[bold]qit demo minimal[/] model [cyan]{model.name}[/] workspace {workspace}")
     result, fixed, last_line = run_minimal_demo(model, workspace, Path(trace_logdir), max_steps, seed)
-    console.print(f"final result : {result.final_answer!r}")
+    from qitos.trace.redact import redact_text
+
+    console.print(f"final result : {redact_text(repr(result.final_answer))}")
     console.print(f"stop reason  : {result.stop_reason.value} after {result.steps} steps, "
                   f"{result.usage.total_tokens} tokens, cost {result.cost}")
     verdict = "[green]fixed: the verify command passes[/]" if fixed else f"[yellow]not fixed[/] ({last_line})"

@@ -63,6 +63,7 @@ def test_canary_key_under_any_name_is_absent_from_every_file(tmp_path: Path) -> 
     done, run_dir = demo(tmp_path, [f"echo the key is {canary}", f"printf '%s' {canary} > leaked.txt; cat leaked.txt"],
                          "--api-key-env", "ZZ_WHATEVER_NAME", env=env, final=f"the key was {canary}")
     assert done.returncode == 0, done.stderr
+    assert canary not in done.stdout and "the key was [REDACTED]" in done.stdout  # the console too
     outputs = tool_outputs(run_dir)
     assert "[REDACTED]" in outputs[0] and "[REDACTED]" in outputs[1]
     exports = tmp_path / "exports"
