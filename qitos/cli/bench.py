@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from .errors import EXIT_RUN_FAILED, UsageError, user_errors
-from .options import ApiKeyEnv, BaseUrl, MaxTokens, ModelName, Seed, Temperature, TraceLogdir
+from .options import ApiKeyEnv, BaseUrl, MaxTokens, ModelName, SecretEnv, Seed, Temperature, TraceLogdir, mark_secrets
 
 bench_app = typer.Typer(help="Run, evaluate, replay and export benchmarks.", no_args_is_help=True)
 
@@ -61,8 +61,10 @@ def run(
     retry_errors: Annotated[bool, typer.Option("--retry-errors", help="re-run task×trial pairs that ended in error")] = False,
     force: Annotated[bool, typer.Option("--force", help="append to a results file of another configuration")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="show the plan, run nothing")] = False,
+    secret_env: SecretEnv = [],
 ) -> None:
     """Run a benchmark for real (resumable; rows appended to --output as tasks finish)."""
+    mark_secrets(secret_env)
     from qitos.benchmark.base import LoadOptions
     from qitos.benchmark.config import ModelConfig, RunConfig
     from qitos.trace.writer import ensure_writable_dir
@@ -166,8 +168,10 @@ def export(
     input: Annotated[Optional[list[Path]], typer.Option("--input", "-i", help="results JSONL file(s)")] = None,
     format: Annotated[Optional[str], typer.Option("--format", help="csv | md | gaia-submission | tau-bench")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", help="where to write (default: stdout)")] = None,
+    secret_env: SecretEnv = [],
 ) -> None:
     """Export a run (--html/--json) or results (--input --format csv|md|gaia-submission)."""
+    mark_secrets(secret_env)
     from qitos.benchmark import export as exp
 
     if run is not None:

@@ -70,6 +70,9 @@ class OpenAICompatModel:
         self.base_url_host = parsed.hostname
         self._port = parsed.port or (443 if parsed.scheme == "https" else 80)
         self.api_key_env = api_key_env
+        from qitos.trace.redact import mark_secret_env
+
+        mark_secret_env([api_key_env])  # redacted by value in every trace, whatever the variable's name
         if not os.environ.get(api_key_env) and parsed.hostname not in _LOOPBACK:
             raise ModelConfigError(
                 f"environment variable {api_key_env} is not set; export your API key there "
