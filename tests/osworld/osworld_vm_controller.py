@@ -88,6 +88,8 @@ class VMController:
         python = self.tools / "python"
         if not python.exists():
             python.symlink_to(sys.executable)
+        self.terminal = ""  # what GET /terminal reports
+        self.windows: set[str] | None = None  # open window names; None: every window is open
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer((host, port), self._handler())
         self._thread: threading.Thread | None = None
@@ -201,7 +203,7 @@ class VMController:
                     tree = vm.root / "accessibility.xml"
                     self.send(200, {"AT": tree.read_text() if tree.is_file() else "<desktop-frame/>"})
                 elif self.path == "/terminal":
-                    self.send(200, {"output": ""})
+                    self.send(200, {"output": vm.terminal})
                 elif self.path == "/platform":
                     self.send(200, "Linux", "text/plain")
                 elif self.path == "/cursor_position":
@@ -240,6 +242,9 @@ class VMController:
                         self.send(200, {"directory_tree": vm.tree(path)})
                     else:
                         self.send(404, {"error": "Directory not found"})
+                elif self.path in ("/setup/activate_window", "/setup/close_window") and vm.windows is not None \
+                        and body.get("window_name") not in vm.windows:
+                    self.send(404, {"error": f"Window {body.get('window_name')} not found"})
                 elif self.path.startswith("/setup/"):
                     self.send(200, "ok", "text/plain")
                 else:

@@ -13,7 +13,8 @@ from osworld_fake_controller import FakeController
 from qitos.benchmark.base import LoadOptions
 from qitos.benchmark.errors import BenchmarkUsageError
 from qitos.benchmark.osworld import ControllerUnreachable, load_tasks
-from qitos.benchmark.osworld.adapter import LEASES, ControllerLeases, OsworldAdapter, domain_of, osworld_task
+from qitos.benchmark.osworld.adapter import OsworldAdapter, domain_of, osworld_task
+from qitos.benchmark.osworld.vm_pool import LEASES, ControllerLeases
 from qitos.benchmark.osworld.engine_env import OsworldEnv
 from qitos.benchmark.registry import get_adapter
 from qitos.core.stop import StopReason
@@ -21,7 +22,7 @@ from qitos.core.stop import StopReason
 INFEASIBLE = "osworld-os-a462a795-fdc7-4b23-b689-e8b6df786b78"  # two `execute` setup steps, func infeasible
 GSETTINGS = "osworld-os-bedcedc4-4d72-425e-ad62-21960b11fe0d"  # exact_match(vm_command_line gsettings, rule)
 CREDENTIALS = "osworld-multi_apps-46407397-a7d5-4c6b-92c6-dbe038b1457b"  # googledrive + login setup
-UNSUPPORTED = "osworld-chrome-e1e75309-3ddb-4d09-92ec-de869c928143"  # getter pdf_from_url
+NEEDS_EASYOCR = "osworld-multi_apps-02ce9a50-7af2-47ed-8596-af0c230501f8"  # compare_image_text uses easyocr
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,8 @@ def test_registered_and_all_369_tasks_load_and_validate(adapter, load, osworld_d
         assert task.id.startswith(f"osworld-{task.metadata['domain']}-")
         summary = task.public_summary()["metadata"]
         assert "_evaluator" not in summary and "_setup" not in summary and summary["domain"]
-        rebuilt = osworld_task(task)  # what prepare and evaluate score with: the file's setup and evaluator
+        assert set(task.metadata) == {"benchmark", "split", "domain", "example_id", "snapshot", "related_apps", "source"}
+        rebuilt = osworld_task(task, osworld_data / "evaluation_examples")  # what prepare and evaluate read
         skip = {"path", "trajectory"}
         assert rebuilt.model_dump(exclude=skip) == originals[task.id].model_dump(exclude=skip)
     assert adapter.splits(load) == {"test_all": 369, "test_small": 39}
@@ -95,17 +97,19 @@ def test_missing_data_says_how_to_fetch(adapter, tmp_path) -> None:
 
 def test_requirements_name_the_provider(adapter, load, monkeypatch) -> None:
     monkeypatch.delenv("QITOS_OSWORLD_CONTROLLER", raising=False)
-    data, provider = adapter.requirements(load)
+    data, scoring, provider = adapter.requirements(load)
     assert data.ok and not provider.ok
+    assert scoring.ok and scoring.detail.startswith("357 of 369 test_all tasks can be scored here")
+    assert "easyocr (1)" in scoring.detail and "PyDrive (7)" in scoring.detail
     assert "can load and validate, cannot run: no provider" in provider.detail
     assert "QITOS_OSWORLD_CONTROLLER=http://" in provider.detail
     with FakeController() as fake:
         monkeypatch.setenv("QITOS_OSWORLD_CONTROLLER", fake.url)
-        assert adapter.requirements(load)[1].ok and "Linux" in adapter.requirements(load)[1].detail
+        assert adapter.requirements(load)[2].ok and "Linux" in adapter.requirements(load)[2].detail
         monkeypatch.setenv("QITOS_OSWORLD_CONTROLLER", f"{fake.url}, {fake.url}/")
-        assert adapter.requirements(load)[1].detail.count("(Linux)") == 2
+        assert adapter.requirements(load)[2].detail.count("(Linux)") == 2
     monkeypatch.setenv("QITOS_OSWORLD_CONTROLLER", fake.url)  # server is down now
-    down = adapter.requirements(load)[1]
+    down = adapter.requirements(load)[2]
     assert not down.ok and "unreachable" in down.detail
 
 
@@ -119,8 +123,9 @@ def test_prepare_with_provider(adapter, load, monkeypatch, tmp_path) -> None:
         monkeypatch.setenv("QITOS_OSWORLD_CONTROLLER", fake.url)
         credentials = adapter.prepare(one(adapter, load, CREDENTIALS), 0, load, tmp_path)
         assert "credentials" in (credentials.unavailable or "")
-        unsupported = adapter.prepare(one(adapter, load, UNSUPPORTED), 0, load, tmp_path)
-        assert (unsupported.unavailable or "").startswith("not supported by QitOS: unsupported getter")
+        ocr = adapter.prepare(one(adapter, load, NEEDS_EASYOCR), 0, load, tmp_path)
+        assert ocr.unavailable == ("cannot be scored here: the evaluator needs optional package(s) ['easyocr'] "
+                                   "(pip install easyocr)")
         assert fake.requests == []  # nothing ran in the VM for tasks that cannot run
         runtime = adapter.prepare(one(adapter, load, INFEASIBLE), 0, load, tmp_path)
         try:

@@ -43,7 +43,7 @@ from ..errors import BenchmarkUsageError
 from .controller import ControllerClient
 from .engine_env import OBSERVATION_TYPES, OsworldEnv
 from .errors import OSWorldError, TaskFormatError
-from .coverage import coverage_report
+from .coverage import CoverageReport, coverage_report
 from .downloads import HttpDownloader
 from .evaluator import evaluate, resolve
 from .provider import ENV_CONTROLLER, NO_PROVIDER_REASON, discover_provider, readiness, run_setup
@@ -168,7 +168,7 @@ class OsworldAdapter(BenchmarkAdapter):
         """How many test_all tasks the official evaluators can score here (metrics and getters resolve, optional
         packages present)."""
         try:
-            report = coverage_report(load_tasks(examples, "test_all"), load_evaluators(data_root(load)))
+            report = _coverage(examples, load_evaluators(data_root(load)))
         except OSWorldError as exc:
             return Requirement(name="official evaluators", ok=False, detail=str(exc))
         needs = ", ".join(f"{package} ({count})" for package, count in report.needs_package.items())
@@ -317,6 +317,17 @@ class OsworldAdapter(BenchmarkAdapter):
         out["requires_unavailable"] = sum(1 for r in rows if r.get("stop_reason") == StopReason.REQUIRES_UNAVAILABLE.value)
         out["by_domain"] = {d: _summary(group) for d, group in sorted(by_domain.items())}
         return out
+
+
+_COVERAGE: dict[tuple[Path, Path], CoverageReport] = {}
+
+
+def _coverage(examples: Path, evaluators: UpstreamEvaluators) -> CoverageReport:
+    """The test_all coverage report, computed once per (task data, evaluators) in a process."""
+    key = (examples.resolve(), evaluators.root)
+    if key not in _COVERAGE:
+        _COVERAGE[key] = coverage_report(load_tasks(examples, "test_all"), evaluators)
+    return _COVERAGE[key]
 
 
 def _has_score(row: dict[str, Any]) -> bool:
