@@ -46,7 +46,7 @@ from .errors import OSWorldError, TaskFormatError
 from .coverage import CoverageReport, coverage_report
 from .downloads import HttpDownloader
 from .evaluator import evaluate, resolve
-from .provider import ENV_CONTROLLER, NO_PROVIDER_REASON, discover_provider, readiness, run_setup
+from .provider import ENV_CONTROLLER, NO_PROVIDER_REASON, readiness, run_setup
 from .tasks import SPLITS, OSWorldTask, load_split_index, load_task_file, load_tasks, resolve_examples_dir
 from .upstream import UpstreamEvaluators, load_evaluators
 from .vm_pool import controller_urls, provider_kind, vm_pool
@@ -239,6 +239,9 @@ class OsworldAdapter(BenchmarkAdapter):
         ow = osworld_task(task, examples)
         observation, settle = env_options(load.options)
         pool = vm_pool(load)
+        why_not = pool.why_not()
+        if why_not:
+            return TaskRuntime(workdir=workdir, unavailable=why_not)
         judge = pool.judge()
         try:
             ready = readiness(ow, judge)
@@ -271,9 +274,11 @@ class OsworldAdapter(BenchmarkAdapter):
         """What the runner's RunSpec probe needs to build the recipe's agent: the env, but no VM contact,
         lease or setup steps (setup has effects in the VM and would run twice for the batch's first task)."""
         observation, settle = env_options(load.options)
-        provider = vm_pool(load).judge()
+        pool = vm_pool(load)
+        why_not = pool.why_not()
+        provider = None if why_not else pool.judge()
         if provider is None:
-            return TaskRuntime(workdir=workdir, unavailable=NO_PROVIDER_REASON)
+            return TaskRuntime(workdir=workdir, unavailable=why_not or NO_PROVIDER_REASON)
         env = OsworldEnv(osworld_task(task, _examples(load)), provider, observation_type=observation,  # type: ignore[arg-type]
                          settle_seconds=settle)
         return TaskRuntime(env=env, workdir=workdir, handles={})
@@ -293,6 +298,7 @@ class OsworldAdapter(BenchmarkAdapter):
             "domain": ow.domain, "example_id": ow.id, "status": outcome.status, "reason": outcome.reason,
             "metrics": [m.model_dump() for m in outcome.metrics], "notes": outcome.notes, "last_action": last,
             "actions": len(env.actions) if env is not None else 0, "final_answer_as": final_as,
+            "vm": getattr(runtime.handles.get("lease"), "describe", None),
         }
         return Evaluation(success=outcome.score == 1.0 if scored else None, score=outcome.score if scored else None,
                           prediction=last, metadata=metadata)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from ..errors import BenchmarkUsageError
 from .downloads import Downloader
-from .provider import ENV_CONTROLLER, Provider, discover_provider
+from .provider import ENV_CONTROLLER, NO_PROVIDER_REASON, Provider, discover_provider
 
 if TYPE_CHECKING:
     from ..base import LoadOptions
@@ -41,6 +41,7 @@ class Lease:
 
     provider: Provider
     _release: Callable[[], None]
+    describe: str = ""  # which VM, for the row's metadata (e.g. "docker 4f525bb7ab0a at http://127.0.0.1:32768")
     _done: bool = False
 
     def release(self) -> None:
@@ -50,6 +51,10 @@ class Lease:
 
 
 class VMPool(Protocol):
+    def why_not(self) -> str | None:
+        """Why no VM can run here (the task ends requires_unavailable with it), or None."""
+        ...
+
     def judge(self) -> Provider | None:
         """A provider to judge readiness with, without contacting or starting a VM (None: no VM possible)."""
         ...
@@ -92,6 +97,9 @@ class ControllerPool:
     def __init__(self, urls: list[str]) -> None:
         self.urls = urls
 
+    def why_not(self) -> str | None:
+        return None if self.urls else NO_PROVIDER_REASON
+
     def judge(self) -> Provider | None:
         return discover_provider({**os.environ, ENV_CONTROLLER: self.urls[0]}) if self.urls else None
 
@@ -110,7 +118,7 @@ class ControllerPool:
             finally:
                 LEASES.release(url)
 
-        return Lease(provider, release)
+        return Lease(provider, release, describe=f"controller {url}")
 
 
 def vm_pool(load: "LoadOptions") -> VMPool:
