@@ -130,6 +130,10 @@ def test_prepare_with_provider(adapter, load, monkeypatch, tmp_path) -> None:
         runtime = adapter.prepare(one(adapter, load, INFEASIBLE), 0, load, tmp_path)
         try:
             assert runtime.unavailable is None and isinstance(runtime.env, OsworldEnv)
+            # nothing the agent can reach (env, handles) holds the evaluator; the scoring side reads it by id
+            assert not hasattr(runtime.env, "task") and "evaluator" not in str(vars(runtime.env))
+            assert set(runtime.handles) == {"provider", "lease", "examples", "root", "cache_dir", "downloader"}
+            assert adapter.gold(one(adapter, load, INFEASIBLE)).evaluator.func == "infeasible"
             assert [b["command"] for b in fake.calls("/setup/execute")][0] == "echo password | sudo -S su - charles"
             assert len(fake.calls("/setup/execute")) == 2
             assert LEASES.busy() == {fake.url}  # the desktop is this task's until cleanup

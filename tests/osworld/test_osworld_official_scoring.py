@@ -28,7 +28,7 @@ from qitos.benchmark.osworld.tasks import load_task_file, load_tasks
 from qitos.benchmark.osworld.upstream import load_evaluators
 
 REPO = Path(__file__).resolve().parents[2]
-VMS = 3
+VMS = 6
 
 
 def test_every_test_all_metric_resolves_or_names_its_missing_package(osworld_data: Path) -> None:

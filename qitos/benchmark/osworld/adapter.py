@@ -145,6 +145,9 @@ class OsworldAdapter(BenchmarkAdapter):
     scorer_official = True
     scorer_note = "OSWorld's desktop_env/evaluators (getters + metrics) from the task data's checkout, dispatched as DesktopEnv.evaluate"
 
+    def __init__(self) -> None:
+        self._examples_of: dict[str, Path] = {}  # task id -> the task data it was loaded from (for `gold`)
+
     # -- discovery -------------------------------------------------------------------------------
     def splits(self, load: LoadOptions) -> dict[str, int | None]:
         try:
@@ -223,14 +226,17 @@ class OsworldAdapter(BenchmarkAdapter):
         except TaskFormatError as exc:
             raise BenchmarkUsageError(str(exc)) from None
         tasks = [to_task(ow, split) for ow in found]
+        examples = _examples(load)
+        self._examples_of.update((t.id, examples) for t in tasks)
         return tasks[: load.limit] if load.limit is not None else tasks
 
     def default_budget(self) -> Budget:
         return Budget(max_steps=15)  # upstream's default episode length
 
-    def gold(self, task: Task, load: LoadOptions | None = None) -> OSWorldTask:
-        """The scoring side's copy of the example (evaluator included), read from the task file by id."""
-        return osworld_task(task, _examples(load or LoadOptions()))
+    def gold(self, task: Task) -> OSWorldTask:
+        """The scoring side's copy of the example (evaluator included), read by id from the task file of the data
+        the task was loaded from."""
+        return osworld_task(task, self._examples_of.get(task.id) or _examples(LoadOptions()))
 
     # -- one task --------------------------------------------------------------------------------
     def prepare(self, task: Task, trial: int, load: LoadOptions, workdir: Path) -> TaskRuntime:
