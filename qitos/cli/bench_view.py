@@ -160,6 +160,9 @@ def list_benchmarks(data_dir: Path | None) -> list[dict[str, Any]]:
             entry["requirements"] = [r.model_dump() for r in reqs]
             entry["can_run"] = all(r.ok for r in reqs)
             entry["recipes"] = list(adapter.recipes())
+            scoring = getattr(adapter, "scoring_summary", None)  # optional: how many tasks can be scored here
+            if callable(scoring):
+                entry["scoring"] = scoring(load)
         except Exception as exc:  # noqa: BLE001 - one broken family must not hide the others
             entry.update(can_run=False, error=f"{type(exc).__name__}: {exc}")
         out.append(entry)
@@ -168,12 +171,13 @@ def list_benchmarks(data_dir: Path | None) -> list[dict[str, Any]]:
 
 def print_list(info: list[dict[str, Any]]) -> None:
     table = Table(title="benchmarks")
-    for col in ("name", "splits (tasks)", "recipes", "can run here", "why not"):
+    for col in ("name", "splits (tasks)", "recipes", "can run here", "scored here", "why not"):
         table.add_column(col)
     for e in info:
         splits = ", ".join(f"{k} ({v if v is not None else '?'})" for k, v in (e.get("splits") or {}).items())
         why = "; ".join(f"{r['name']}: {r['detail']}" for r in e.get("requirements", []) if not r["ok"]) or e.get("error", "")
-        table.add_row(e["name"], splits, ", ".join(e.get("recipes", [])), "yes" if e.get("can_run") else "no", why)
+        table.add_row(e["name"], splits, ", ".join(e.get("recipes", [])), "yes" if e.get("can_run") else "no",
+                      e.get("scoring", ""), why)
     console.print(table)
 
 

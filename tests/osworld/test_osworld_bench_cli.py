@@ -41,6 +41,7 @@ def test_list_and_dry_run_show_all_369_tasks(tmp_path: Path) -> None:
     entry = next(e for e in json.loads(listed.stdout) if e["name"] == "osworld")
     assert entry["splits"] == {"test_all": 369, "test_small": 39} and entry["can_run"] is False
     assert entry["recipes"] == ["react-computer-use", "scripted-actions"]
+    assert entry["scoring"] == "357/369"  # tasks the official evaluators can score with the osworld extra
     provider = next(r for r in entry["requirements"] if r["name"] == "desktop provider")
     assert "can load and validate, cannot run: no provider" in provider["detail"]
     dry = qit("bench", "run", "--benchmark", "osworld", "--dry-run", cwd=tmp_path)

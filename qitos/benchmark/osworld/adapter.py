@@ -182,6 +182,14 @@ class OsworldAdapter(BenchmarkAdapter):
             detail += f"; {len(report.unsupported)} name a metric or getter the checkout lacks"
         return Requirement(name="official evaluators", ok=report.scorable_tasks > 0, detail=detail)
 
+    def scoring_summary(self, load: LoadOptions) -> str:
+        """For `qit bench list`: how many test_all tasks the official evaluators can score here."""
+        try:
+            report = _coverage(resolve_examples_dir(data_root(load)), load_evaluators(data_root(load)))
+        except OSWorldError:
+            return "no evaluators"
+        return f"{report.scorable_tasks}/{report.total_tasks}"
+
     @staticmethod
     def _provider_requirement(load: LoadOptions) -> Requirement:
         if provider_kind(load.options) == "docker":
