@@ -128,14 +128,12 @@ def test_setup_steps_go_to_the_controller(fake, provider, tmp_path: Path) -> Non
         {"type": "open", "parameters": {"path": "/home/user/x.xlsx"}},
         {"type": "activate_window", "parameters": {"window_name": "x.xlsx - LibreOffice Calc", "strict": True}},
         {"type": "close_window", "parameters": {"window_name": "Dialog"}},
-        {"type": "chrome_open_tabs", "parameters": {"urls_to_open": ["https://a.com", "https://b.com"]}},
         {"type": "sleep", "parameters": {"seconds": 0.5}},
     ])
     run_setup(t, provider, tmp_path)
     assert fake.files["/home/user/x.xlsx"] == b"content of https://drive/x"
     assert fake.calls("/setup/launch") == [
         {"command": ["libreoffice", "--calc", "/home/user/x.xlsx"], "shell": False},
-        {"command": ["google-chrome", "https://a.com", "https://b.com"], "shell": False},
     ]
     assert fake.calls("/setup/execute") == [{"command": "ps -eF", "shell": True}, {"command": ["true"], "shell": False}]
     assert (tmp_path / "thunderbird.ps").read_text() == "thunderbird 123\n"
@@ -291,18 +289,13 @@ def test_http_downloader(fake, tmp_path: Path) -> None:
 
 
 def test_chrome_tabs_through_devtools(upstream, vm, tmp_path: Path) -> None:
-    """Upstream's Chrome getters drive a real Chromium over the DevTools protocol at the VM's chromium port."""
-    import shutil
-    import subprocess
+    """Upstream's chrome_open_tabs setup and Chrome getters drive a real Chromium over DevTools at the VM's port."""
     import threading
-    import time
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from tests.conftest import require_system
-    from qitos.benchmark.osworld import VMAddress
+    from osworld_chromium import chromium
 
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    require_system(browser is not None, "Chromium (apt-get install chromium)")
+    from qitos.benchmark.osworld import VMAddress
 
     class Pages(BaseHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:
@@ -319,34 +312,20 @@ def test_chrome_tabs_through_devtools(upstream, vm, tmp_path: Path) -> None:
     site = ThreadingHTTPServer(("127.0.0.1", 0), Pages)
     threading.Thread(target=site.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{site.server_address[1]}"
-    port = free_port()
-    chrome = subprocess.Popen([browser, "--headless=new", "--no-sandbox", f"--remote-debugging-port={port}",
-                               f"--user-data-dir={tmp_path / 'profile'}", "--no-first-run", f"{base}/a"],
-                              stdout=subprocess.DEVNULL, stderr=(tmp_path / "chromium.log").open("w"))
     try:
-        import httpx
-
-        deadline = time.monotonic() + 90
-        while True:  # DevTools answers /json/version once the browser is up
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/json/version", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline and chrome.poll() is None, (tmp_path / "chromium.log").read_text()[-2000:]
-            time.sleep(0.3)
-        assert httpx.put(f"http://127.0.0.1:{port}/json/new?{base}/b", timeout=10).status_code == 200  # a second tab
-        controller, _ = vm
-        address = VMAddress.from_controller_url(controller.url, chromium_port=port)
-        provider = ControllerProvider(ControllerClient(controller.url), address=address)
-        tabs = {"func": "is_expected_tabs", "result": {"type": "open_tabs_info"},
-                "expected": {"type": "rule", "rules": {"type": "url", "urls": [f"{base}/a", f"{base}/b"]}}}
-        outcome = evaluate(step_task([], tabs), upstream, provider, "DONE")
-        assert (outcome.status, outcome.score) == ("scored", 1.0), outcome.reason
-        wrong = {**tabs, "expected": {"type": "rule", "rules": {"type": "url", "urls": [f"{base}/a"]}}}
-        assert evaluate(step_task([], wrong), upstream, provider, "DONE").score == 0.0
-        provider.close()
+        with chromium(tmp_path, f"{base}/start") as port:
+            controller, _ = vm
+            address = VMAddress.from_controller_url(controller.url, chromium_port=port)
+            provider = ControllerProvider(ControllerClient(controller.url), address=address)
+            # upstream's chrome_open_tabs: new tabs in the running browser, its first tab (/start) closed
+            run_setup(step_task([{"type": "chrome_open_tabs", "parameters": {"urls_to_open": [f"{base}/a", f"{base}/b"]}}]),
+                      provider, tmp_path / "cache")
+            tabs = {"func": "is_expected_tabs", "result": {"type": "open_tabs_info"},
+                    "expected": {"type": "rule", "rules": {"type": "url", "urls": [f"{base}/a", f"{base}/b"]}}}
+            outcome = evaluate(step_task([], tabs), upstream, provider, "DONE")
+            assert (outcome.status, outcome.score) == ("scored", 1.0), outcome.reason
+            wrong = {**tabs, "expected": {"type": "rule", "rules": {"type": "url", "urls": [f"{base}/a"]}}}
+            assert evaluate(step_task([], wrong), upstream, provider, "DONE").score == 0.0
+            provider.close()
     finally:
-        chrome.terminate()
-        chrome.wait(timeout=20)
         site.shutdown()

@@ -16,11 +16,13 @@ import os
 import subprocess
 import sys
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
 from osworld_cases import DOMAINS, HOME, VMState, build_cases
+from osworld_chromium import chromium
 from osworld_vm_controller import VMController
 
 from qitos.benchmark.osworld.coverage import coverage_report
@@ -104,9 +106,10 @@ def end_state(task: Any, state: VMState, downloads: dict[str, bytes]) -> dict[st
     return files
 
 
-def qit(*args: object, cwd: Path, controllers: list[str]) -> subprocess.CompletedProcess:
+def qit(*args: object, cwd: Path, controllers: list[str], chrome_port: int) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("QITOS_OSWORLD")}
-    env.update(PYTHONPATH=str(REPO), QITOS_OSWORLD_CONTROLLER=",".join(controllers))
+    env.update(PYTHONPATH=str(REPO), QITOS_OSWORLD_CONTROLLER=",".join(controllers),
+               QITOS_OSWORLD_PORTS=f"chromium={chrome_port}")
     return subprocess.run([sys.executable, "-m", "qitos.cli.qit", *map(str, args)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=900)
 
@@ -129,8 +132,9 @@ def test_scores_equal_upstream_metrics_on_solved_and_unsolved_files(tmp_path: Pa
                                                                             "arguments": {"action_type": "DONE"}}})) + "\n")
     scores: dict[str, dict[str, float]] = {}
     for kind, state in (("solved", cases.solved), ("unsolved", cases.unsolved)):
-        vms = [VMController(tmp_path / kind / f"vm{n}").start() for n in range(VMS)]
-        try:
+        with ExitStack() as stack:
+            vms = [stack.enter_context(VMController(tmp_path / kind / f"vm{n}")) for n in range(VMS)]
+            chrome_port = stack.enter_context(chromium(tmp_path / kind))  # the VMs' Chrome, for chrome_open_tabs
             for vm in vms:
                 for path, data in state.placed.items():
                     vm.place(path, data)
@@ -139,10 +143,7 @@ def test_scores_equal_upstream_metrics_on_solved_and_unsolved_files(tmp_path: Pa
             done = qit("bench", "run", "--benchmark", "osworld", "--root", osworld_data, "--data-dir", data_dir,
                        "--task-ids", ",".join(tasks), "--model-name", f"scripted:{script}", "--concurrency", VMS,
                        "--option", "settle_seconds=0", "--output", f"{kind}.jsonl", cwd=tmp_path,
-                       controllers=[vm.url for vm in vms])
-        finally:
-            for vm in vms:
-                vm.stop()
+                       controllers=[vm.url for vm in vms], chrome_port=chrome_port)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         rows = {r["task_id"]: r for r in map(json.loads, (tmp_path / f"{kind}.jsonl").read_text().splitlines())}
         assert set(rows) == set(tasks)

@@ -175,8 +175,9 @@ class ControllerProvider:
         elif step.type == "close_window":
             self.client.close_window(p.window_name, strict=p.strict, by_class=p.by_class)
         elif step.type == "chrome_open_tabs":
-            # A second `google-chrome URL...` call hands the URLs to the running browser as new tabs.
-            self.client.launch(["google-chrome", *p.urls_to_open])
+            from .chrome_setup import open_tabs
+
+            open_tabs(self.address, list(p.urls_to_open), sleep=self._sleep)
         elif step.type == "sleep":
             self._sleep(p.seconds)
         elif step.type == "change_wallpaper":
