@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ from osworld_fake_controller import FakeController
 from qitos.benchmark.base import LoadOptions
 from qitos.benchmark.errors import BenchmarkUsageError
 from qitos.benchmark.osworld import ControllerUnreachable, load_tasks
-from qitos.benchmark.osworld.adapter import OsworldAdapter, domain_of, osworld_task
+from qitos.benchmark.osworld.adapter import OsworldAdapter, agent_view, domain_of
 from qitos.benchmark.osworld.vm_pool import LEASES, ControllerLeases
 from qitos.benchmark.osworld.engine_env import OsworldEnv
 from qitos.benchmark.registry import get_adapter
@@ -55,9 +56,10 @@ def test_registered_and_all_369_tasks_load_and_validate(adapter, load, osworld_d
         summary = task.public_summary()["metadata"]
         assert "_evaluator" not in summary and "_setup" not in summary and summary["domain"]
         assert set(task.metadata) == {"benchmark", "split", "domain", "example_id", "snapshot", "related_apps", "source"}
-        rebuilt = osworld_task(task, osworld_data / "evaluation_examples")  # what prepare and evaluate read
+        gold = adapter.gold(task)  # what prepare and evaluate score with: the file's setup and evaluator
         skip = {"path", "trajectory"}
-        assert rebuilt.model_dump(exclude=skip) == originals[task.id].model_dump(exclude=skip)
+        assert gold.model_dump(exclude=skip) == originals[task.id].model_dump(exclude=skip)
+        assert agent_view(gold).evaluator.func == "infeasible" and "evaluator" not in json.dumps(task.model_dump())
     assert adapter.splits(load) == {"test_all": 369, "test_small": 39}
     assert adapter.dataset_digest(load, tasks) == adapter.dataset_digest(load, adapter.load_tasks(load))
 
@@ -132,7 +134,7 @@ def test_prepare_with_provider(adapter, load, monkeypatch, tmp_path) -> None:
             assert runtime.unavailable is None and isinstance(runtime.env, OsworldEnv)
             # nothing the agent can reach (env, handles) holds the evaluator; the scoring side reads it by id
             assert not hasattr(runtime.env, "task") and "evaluator" not in str(vars(runtime.env))
-            assert set(runtime.handles) == {"provider", "lease", "examples", "root", "cache_dir", "downloader"}
+            assert set(runtime.handles) == {"provider", "lease", "root", "cache_dir", "downloader"}
             assert adapter.gold(one(adapter, load, INFEASIBLE)).evaluator.func == "infeasible"
             assert [b["command"] for b in fake.calls("/setup/execute")][0] == "echo password | sudo -S su - charles"
             assert len(fake.calls("/setup/execute")) == 2
@@ -220,8 +222,12 @@ def test_metrics_over_rows(adapter) -> None:
     ]
     m = adapter.metrics(rows)
     assert (m["rows"], m["scored"], m["requires_unavailable"]) == (4, 3, 1)
-    assert m["success_rate"] == pytest.approx(1 / 3) and m["mean_score"] == pytest.approx(0.5)
-    assert m["score_over_all_rows"] == pytest.approx(1.5 / 4)
-    assert m["by_domain"]["os"] == {"rows": 2, "scored": 2, "success_rate": 0.5, "mean_score": 0.75}
-    assert m["by_domain"]["vlc"] == {"rows": 2, "scored": 1, "success_rate": 0.0, "mean_score": 0.0}
+    # headline over every row (unscored rows count 0), plus coverage and the rates over scored rows
+    assert m["success_rate"] == pytest.approx(1 / 4) and m["mean_score"] == pytest.approx(1.5 / 4)
+    assert m["coverage"] == pytest.approx(3 / 4)
+    assert m["scored_success_rate"] == pytest.approx(1 / 3) and m["scored_mean_score"] == pytest.approx(0.5)
+    assert m["by_domain"]["os"] == {"rows": 2, "scored": 2, "success_rate": 0.5, "mean_score": 0.75, "coverage": 1.0,
+                                    "scored_success_rate": 0.5, "scored_mean_score": 0.75}
+    assert m["by_domain"]["vlc"] == {"rows": 2, "scored": 1, "success_rate": 0.0, "mean_score": 0.0, "coverage": 0.5,
+                                     "scored_success_rate": 0.0, "scored_mean_score": 0.0}
     assert adapter.metrics([])["success_rate"] is None

@@ -31,23 +31,24 @@ Options (`--option KEY=VALUE`): `observation` = screenshot_a11y_tree (default) |
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qitos.core.stop import StopReason
 from qitos.core.task import Budget, EnvSpec, Task
 
-from ..base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime
+from ..base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
 from ..errors import BenchmarkUsageError
 from .controller import ControllerClient
 from .engine_env import OBSERVATION_TYPES, OsworldEnv
 from .errors import OSWorldError, TaskFormatError
+from .config import NEEDS_CREDENTIALS
 from .coverage import CoverageReport, coverage_report
 from .downloads import HttpDownloader
 from .evaluator import evaluate, resolve
 from .provider import ENV_CONTROLLER, NO_PROVIDER_REASON, readiness, run_setup
-from .tasks import SPLITS, OSWorldTask, load_split_index, load_task_file, load_tasks, resolve_examples_dir
+from .tasks import SPLITS, Evaluator, OSWorldTask, load_split_index, load_tasks, resolve_examples_dir
 from .upstream import UpstreamEvaluators, load_evaluators
 from .vm_pool import controller_urls, provider_kind, vm_pool
 
@@ -109,15 +110,9 @@ def to_task(ow: OSWorldTask, split: str) -> Task:
     )
 
 
-def osworld_task(task: Task, examples: Path) -> OSWorldTask:
-    """The full example (setup steps, evaluator) of a Task made by `to_task`, read from its task file."""
-    md = task.metadata
-    if "example_id" not in md or "domain" not in md:
-        raise BenchmarkUsageError(f"task '{task.id}' was not loaded by the osworld adapter (no example id)")
-    try:
-        return load_task_file(examples / "examples" / md["domain"] / f"{md['example_id']}.json", md["domain"])
-    except TaskFormatError as exc:
-        raise BenchmarkUsageError(str(exc)) from None
+def agent_view(ow: OSWorldTask) -> OSWorldTask:
+    """The example as the env (which the agent reaches) holds it: the evaluator (expected values) left out."""
+    return ow.model_copy(update={"evaluator": Evaluator(func="infeasible")})
 
 
 def evaluators_for(load: LoadOptions) -> UpstreamEvaluators:
@@ -144,9 +139,6 @@ class OsworldAdapter(BenchmarkAdapter):
     default_recipe = "react-computer-use"
     scorer_official = True
     scorer_note = "OSWorld's desktop_env/evaluators (getters + metrics) from the task data's checkout, dispatched as DesktopEnv.evaluate"
-
-    def __init__(self) -> None:
-        self._examples_of: dict[str, Path] = {}  # task id -> the task data it was loaded from (for `gold`)
 
     # -- discovery -------------------------------------------------------------------------------
     def splits(self, load: LoadOptions) -> dict[str, int | None]:
@@ -182,13 +174,31 @@ class OsworldAdapter(BenchmarkAdapter):
             detail += f"; {len(report.unsupported)} name a metric or getter the checkout lacks"
         return Requirement(name="official evaluators", ok=report.scorable_tasks > 0, detail=detail)
 
-    def scoring_summary(self, load: LoadOptions) -> str:
-        """For `qit bench list`: how many test_all tasks the official evaluators can score here."""
+    def runnable_here(self, load: LoadOptions) -> dict[str, dict[str, Any]]:
+        """Per split: tasks that can run and be scored here (the official evaluators resolve with the installed
+        packages, no Google credentials needed, a desktop provider is configured), and why the others cannot."""
         try:
-            report = _coverage(resolve_examples_dir(data_root(load)), load_evaluators(data_root(load)))
+            examples = resolve_examples_dir(data_root(load))
+            evaluators = load_evaluators(data_root(load))
         except OSWorldError:
-            return "no evaluators"
-        return f"{report.scorable_tasks}/{report.total_tasks}"
+            return super().runnable_here(load)
+        provider = self._provider_requirement(load)
+        out: dict[str, dict[str, Any]] = {}
+        for split in SPLITS:
+            tasks = load_tasks(examples, split)
+            reasons: Counter[str] = Counter()
+            for task in tasks:
+                scorable = resolve(task, evaluators)
+                steps = {step.type for step in [*task.config, *task.evaluator.postconfig]}
+                if scorable.status != "ready":
+                    reasons[f"evaluator needs {', '.join(scorable.packages)}" if scorable.packages
+                            else str(scorable.reason)] += 1
+                elif steps & NEEDS_CREDENTIALS:
+                    reasons["needs Google account credentials"] += 1
+                elif not provider.ok:
+                    reasons[f"{provider.name}: {provider.detail}"] += 1
+            out[split] = {"tasks": len(tasks), "runnable": len(tasks) - sum(reasons.values()), "reasons": dict(reasons)}
+        return out
 
     @staticmethod
     def _provider_requirement(load: LoadOptions) -> Requirement:
@@ -233,24 +243,19 @@ class OsworldAdapter(BenchmarkAdapter):
             found = load_tasks(_examples(load), split, domains=domains, ids=load.task_ids)
         except TaskFormatError as exc:
             raise BenchmarkUsageError(str(exc)) from None
+        for ow in found:
+            self.golds.keep(ow.task_id, ow)  # the scoring side's copy: setup steps and evaluator
         tasks = [to_task(ow, split) for ow in found]
-        examples = _examples(load)
-        self._examples_of.update((t.id, examples) for t in tasks)
-        return tasks[: load.limit] if load.limit is not None else tasks
+        return filter_tasks(tasks, load.model_copy(update={"task_ids": None}))
 
     def default_budget(self) -> Budget:
         return Budget(max_steps=15)  # upstream's default episode length
 
-    def gold(self, task: Task) -> OSWorldTask:
-        """The scoring side's copy of the example (evaluator included), read by id from the task file of the data
-        the task was loaded from."""
-        return osworld_task(task, self._examples_of.get(task.id) or _examples(LoadOptions()))
 
     # -- one task --------------------------------------------------------------------------------
     def prepare(self, task: Task, trial: int, load: LoadOptions, workdir: Path) -> TaskRuntime:
         """Readiness and scorability, then (holding a VM until `cleanup`) the task's setup steps in the VM."""
-        examples = _examples(load)
-        ow = osworld_task(task, examples)
+        ow = self.gold(task)
         observation, settle = env_options(load.options)
         pool = vm_pool(load)
         why_not = pool.why_not()
@@ -276,12 +281,13 @@ class OsworldAdapter(BenchmarkAdapter):
             if callable(check):
                 check()  # an unreachable controller fails here, before any setup step
             run_setup(ow, provider, cache_dir)
-            env = OsworldEnv(ow, provider, observation_type=observation, settle_seconds=settle)  # type: ignore[arg-type]
+            env = OsworldEnv(agent_view(ow), provider, observation_type=observation,  # type: ignore[arg-type]
+                             settle_seconds=settle)
         except BaseException:
             lease.release()
             raise
         return TaskRuntime(env=env, workdir=workdir, handles={
-            "provider": provider, "lease": lease, "examples": examples, "root": data_root(load),
+            "provider": provider, "lease": lease, "root": data_root(load),
             "cache_dir": cache_dir, "downloader": downloader})
 
     def probe_runtime(self, task: Task, load: LoadOptions, workdir: Path) -> TaskRuntime:
@@ -293,13 +299,13 @@ class OsworldAdapter(BenchmarkAdapter):
         provider = None if why_not else pool.judge()
         if provider is None:
             return TaskRuntime(workdir=workdir, unavailable=why_not or NO_PROVIDER_REASON)
-        env = OsworldEnv(osworld_task(task, _examples(load)), provider, observation_type=observation,  # type: ignore[arg-type]
+        env = OsworldEnv(agent_view(self.gold(task)), provider, observation_type=observation,  # type: ignore[arg-type]
                          settle_seconds=settle)
         return TaskRuntime(env=env, workdir=workdir, handles={})
 
     def evaluate(self, task: Task, result: "RunResult", runtime: TaskRuntime) -> Evaluation:
         env: OsworldEnv | None = runtime.env
-        ow = osworld_task(task, runtime.handles["examples"])
+        ow = self.gold(task)
         last = env.last_action if env is not None else None
         final_as = None
         if result.stop_reason is StopReason.FINAL:
@@ -327,13 +333,12 @@ class OsworldAdapter(BenchmarkAdapter):
 
     # -- aggregation -----------------------------------------------------------------------------
     def metrics(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
-        """Success rate and mean score over scored rows; `score_over_all_rows` counts every other row as 0
-        (upstream's headline number); per-domain figures; how many rows could not run here."""
+        """Success rate and mean score over every row (unscored rows count 0, upstream's headline), the
+        coverage and the rates over scored rows; per-domain figures; how many rows could not run here."""
         by_domain: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for row in rows:
             by_domain[domain_of(row.get("task_id", "")) or "unknown"].append(row)
         out = _summary(rows)
-        out["score_over_all_rows"] = (sum(r["score"] for r in rows if _has_score(r)) / len(rows)) if rows else None
         out["requires_unavailable"] = sum(1 for r in rows if r.get("stop_reason") == StopReason.REQUIRES_UNAVAILABLE.value)
         out["by_domain"] = {d: _summary(group) for d, group in sorted(by_domain.items())}
         return out
@@ -357,8 +362,11 @@ def _has_score(row: dict[str, Any]) -> bool:
 def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     scored = [r for r in rows if _has_score(r)]
     return {"rows": len(rows), "scored": len(scored),
-            "success_rate": _rate([1.0 if r.get("success") else 0.0 for r in scored]),
-            "mean_score": _rate([float(r["score"]) for r in scored])}
+            "success_rate": _rate([1.0 if r.get("success") else 0.0 for r in rows]),
+            "mean_score": _rate([float(r["score"]) if _has_score(r) else 0.0 for r in rows]),
+            "coverage": len(scored) / len(rows) if rows else None,
+            "scored_success_rate": _rate([1.0 if r.get("success") else 0.0 for r in scored]),
+            "scored_mean_score": _rate([float(r["score"]) for r in scored])}
 
 
 def _close(provider: Any) -> None:
