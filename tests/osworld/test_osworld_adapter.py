@@ -220,9 +220,8 @@ def test_metrics_over_rows(adapter) -> None:
         {"task_id": "osworld-vlc-c", "score": None, "success": None, "stop_reason": "requires_unavailable"},
         {"task_id": "osworld-vlc-d", "score": 0.0, "success": False, "stop_reason": "env_terminal"},
     ]
-    m = adapter.metrics(rows)
+    m = adapter.metrics(rows)  # every row counts (upstream's headline); the scored-only figures beside it
     assert (m["rows"], m["scored"], m["requires_unavailable"]) == (4, 3, 1)
-    # headline over every row (unscored rows count 0), plus coverage and the rates over scored rows
     assert m["success_rate"] == pytest.approx(1 / 4) and m["mean_score"] == pytest.approx(1.5 / 4)
     assert m["coverage"] == pytest.approx(3 / 4)
     assert m["scored_success_rate"] == pytest.approx(1 / 3) and m["scored_mean_score"] == pytest.approx(0.5)
