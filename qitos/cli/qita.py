@@ -18,16 +18,22 @@ Host = Annotated[str, typer.Option(help="address to bind; anything but loopback 
 Port = Annotated[int, typer.Option(help="port to listen on (0 = any free port)")]
 Token = Annotated[Optional[str], typer.Option(help="access token every request must carry (generated when a "
                                                    "non-loopback --host is given without one)")]
-Results = Annotated[Optional[list[Path]], typer.Option("--results", help="results JSONL file for the Experiment page "
-                                                                         "and run success (repeatable)")]
+Results = Annotated[Optional[list[Path]], typer.Option("--results", help="results JSONL file for configurations, the "
+                                                                         "Experiment page and run success (repeatable; "
+                                                                         "default: results/*.jsonl beside the logdir)")]
 OpenBrowser = Annotated[bool, typer.Option("--open", help="open the page in a web browser")]
 CacheDir = Annotated[Optional[Path], typer.Option(help="where the SQLite index is kept (default ~/.cache/qitos/qita)")]
 
 
 def _serve(logdir: Path, results: list[Path], host: str, port: int, token: str | None, open_browser: bool,
            cache_dir: Path | None, path: str) -> None:
-    from qitos.qita.config import BoardConfig, BoardConfigError, is_loopback, new_token
+    from qitos.qita.config import BoardConfig, BoardConfigError, discover_results, is_loopback, new_token
     from qitos.qita.server import BoardServer
+
+    if not results and logdir.is_dir():
+        results = discover_results(logdir)
+        if results:
+            typer.echo(f"results files: {len(results)} found in {results[0].parent} (choose with --results)")
 
     generated = False
     if not is_loopback(host) and not token:

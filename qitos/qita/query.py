@@ -92,7 +92,7 @@ class RunFilter:
 
     def link(self, **override: Any) -> str:
         query = urlencode(self.params(**override))
-        return "/" + (f"?{query}" if query else "")
+        return "/runs" + (f"?{query}" if query else "")
 
     def sort_link(self, key: str) -> str:
         order = "asc" if self.sort == key and self.order == "desc" else "desc"

@@ -14,6 +14,34 @@
       if (live.checked && document.visibilityState === "visible") { window.location.reload(); }
     }, 5000);
   }
+  // A configuration line expands to its task runs (fetched as an HTML fragment); without script it is a link.
+  document.querySelectorAll("a.expand[data-expand]").forEach(function (link) {
+    link.addEventListener("click", function (ev) {
+      ev.preventDefault();
+      var row = link.closest("tr");
+      var next = row.nextElementSibling;
+      if (next && next.classList.contains("expansion")) {
+        next.remove();
+        link.setAttribute("aria-expanded", "false");
+        link.textContent = "\u25b8";
+        return;
+      }
+      fetch("/configs/" + encodeURIComponent(link.getAttribute("data-expand")) + "/runs", { credentials: "same-origin" })
+        .then(function (r) { if (!r.ok) { throw new Error(r.status); } return r.text(); })
+        .then(function (html) {
+          var tr = document.createElement("tr");
+          tr.className = "expansion";
+          var td = document.createElement("td");
+          td.colSpan = row.children.length;
+          td.innerHTML = html;  // same-origin fragment rendered by the board with autoescaping
+          tr.appendChild(td);
+          row.after(tr);
+          link.setAttribute("aria-expanded", "true");
+          link.textContent = "\u25be";
+        })
+        .catch(function () { window.location.href = link.href; });
+    });
+  });
   // The compare button is usable once exactly two runs are ticked.
   var compare = document.getElementById("compare-form");
   if (compare) {
