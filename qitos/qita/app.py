@@ -26,7 +26,7 @@ from .render import render
 from .security import GuardMiddleware
 from .plots import plotly_js_path
 from .views.compare import compare_page
-from .views.configs import benchmark_page, benchmarks_page, config_page, config_runs, configs_page
+from .views.configs import benchmark_export, benchmark_page, benchmarks_page, config_page, config_runs, configs_page
 from .views.experiment import experiment_page
 from .views.files import run_file
 from .views.replay import replay_frame, replay_page
@@ -91,6 +91,7 @@ def build_app(config: BoardConfig, board: Board | None = None) -> Starlette:
         Route("/configs/{ident}/runs", _safe(config_runs)),
         Route("/benchmarks", _safe(benchmarks_page)),
         Route("/benchmarks/{name}", _safe(benchmark_page)),
+        Route("/benchmarks/{name}/export.html", _safe(benchmark_export)),
         Route("/vendor/plotly.min.js", plotly_js),
         Route("/runs/{name}", _safe(run_page)),
         Route("/runs/{name}/replay", _safe(replay_page)),

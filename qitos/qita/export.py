@@ -62,6 +62,23 @@ def render_run_html(run_dir: Path) -> str:
     return render("export.html.j2", css=css, script=script, csp=csp, export=True, **export_context(Path(run_dir)))
 
 
+def render_benchmark_html(board: Any, name: str, chosen: list[str] | None = None) -> str:
+    """One benchmark's summary and plots as a self-contained page: plotly.js and the figures inlined."""
+    from .plots import plotly_js_path
+    from .views.configs import benchmark_context
+
+    ctx = benchmark_context(board, name, chosen or [])
+    path = plotly_js_path()
+    if path is None:
+        raise RuntimeError("exporting plots needs the plotly package: pip install 'qitos[board]'")
+    css = static_text("board.css")
+    scripts = [path.read_text(encoding="utf-8"), static_text("plots.js")]
+    csp = (f"default-src 'none'; img-src data:; style-src {_csp_hash(css)}; "
+           f"script-src {' '.join(_csp_hash(s) for s in scripts)}; base-uri 'none'; form-action 'none'")
+    return render("benchmark.html.j2", css=css, scripts=scripts, csp=csp, export=True,
+                  logdir=str(board.config.logdir), has_results=bool(board.config.results), path="", **ctx)
+
+
 def export_run_html(run_dir: Path, out: Path) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

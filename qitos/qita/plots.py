@@ -88,15 +88,23 @@ def success_against(confs: list[Configuration], x_of: Callable[[Configuration], 
     xs = [float(x_of(c)) for c in usable]  # type: ignore[arg-type]
     ys = [float(c.success_rate) for c in usable]  # type: ignore[arg-type]
     front = pareto_frontier((x, y, c.id) for x, y, c in zip(xs, ys, usable) if not c.is_oracle)
-    traces = [{"type": "scatter", "mode": "markers", "name": "configuration", "x": xs, "y": ys,
-               "error_y": _error(ys, [c.metrics.get("success_ci95") for c in usable]),
-               "customdata": [c.id for c in usable], "hovertext": [_hover(c) for c in usable],
-               "hovertemplate": "%{hovertext}<br>" + x_title + " %{x}<extra></extra>",
-               "marker": {"size": 9, "color": ["#b42318" if c.is_oracle else "#3538cd" for c in usable],
-                          "symbol": ["diamond" if c.official == "yes" else "circle" for c in usable]}},
-              {"type": "scatter", "mode": "lines", "name": "Pareto frontier", "x": [p[0] for p in front],
-               "y": [p[1] for p in front], "line": {"shape": "hv", "color": "#099250", "dash": "dot"},
-               "hoverinfo": "skip"}]
+    kinds = [("official", "#3538cd", "diamond", lambda c: not c.is_oracle and c.official == "yes"),
+             ("not official", "#3538cd", "circle", lambda c: not c.is_oracle and c.official != "yes"),
+             ("oracle (reads gold)", "#b42318", "x", lambda c: c.is_oracle)]
+    traces = []
+    for label, color, symbol, member in kinds:
+        idx = [i for i, c in enumerate(usable) if member(c)]
+        if not idx:
+            continue
+        kx, ky = [xs[i] for i in idx], [ys[i] for i in idx]
+        traces.append({"type": "scatter", "mode": "markers", "name": label, "x": kx, "y": ky,
+                       "error_y": _error(ky, [usable[i].metrics.get("success_ci95") for i in idx]),
+                       "customdata": [usable[i].id for i in idx], "hovertext": [_hover(usable[i]) for i in idx],
+                       "hovertemplate": "%{hovertext}<br>" + x_title + " %{x}<extra></extra>",
+                       "marker": {"size": 9, "color": color, "symbol": symbol}})
+    traces.append({"type": "scatter", "mode": "lines", "name": "Pareto frontier", "x": [p[0] for p in front],
+                   "y": [p[1] for p in front], "line": {"shape": "hv", "color": "#099250", "dash": "dot"},
+                   "hoverinfo": "skip"})
     note = f" ({left_out} without {x_title.split(' (')[0]} left out)" if left_out else ""
     layout = _layout(title + note, x_title, "success rate")
     layout["yaxis"] = _rate_axis(layout["yaxis"])

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from ..diff import flatten
+from ..spectree import build_tree
 from ..runtrace import ManifestView, Page, RunFiles
 from ..security import safe_child
 from ..tracefile import LineProblem
@@ -92,6 +93,7 @@ def run_overview(view: ManifestView, index_row: dict[str, Any] | None) -> dict[s
         "status": view.status, "problem": view.problem, "raw": view.raw,
         "checks": [c for c in m.get("official_checks") or [] if isinstance(c, dict)],
         "run_spec": flatten(run_spec) if run_spec else {}, "experiment_spec": flatten(exp_spec) if exp_spec else {},
+        "run_spec_tree": build_tree(run_spec), "experiment_spec_tree": build_tree(exp_spec),
         "success": index_row.get("success") if index_row else None,
         "score": index_row.get("score") if index_row else None,
     }
