@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .render import render, static_text
+from .conversation import run_conversation
 from .runtrace import RunFiles
 from .security import safe_child
 from .views.replay import running_totals
@@ -51,7 +52,7 @@ def export_context(run_dir: Path) -> dict[str, Any]:
     events = files.event_page(0, files.events.count)
     problems = [str(p) for p in files.problems() + steps.problems + event_problems + events.problems]
     return {"name": files.run_dir.name, "o": run_overview(view, None), "frames": frames, "events": events.items,
-            "problems": problems}
+            "problems": problems, "conv": run_conversation(files)}
 
 
 def render_run_html(run_dir: Path) -> str:

@@ -14,6 +14,7 @@ from urllib.parse import quote
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from ..conversation import run_conversation
 from ..diff import flatten
 from ..spectree import build_tree
 from ..runtrace import ManifestView, Page, RunFiles
@@ -118,6 +119,7 @@ def run_page(request: Request) -> HTMLResponse:
     board.refresh()
     problems = [str(p) for p in files.problems() + steps.problems + event_problems + events.problems]
     return page(request, "run.html.j2", name=name, o=run_overview(files.manifest(), board.index.get(name)),
+                conv=run_conversation(files),
                 steps=views, steps_pager=steps_pager, events=events.items, events_pager=events_pager,
                 problems=problems, events_open=request.query_params.get("events_page") is not None)
 
