@@ -132,12 +132,12 @@ def success_bars(confs: list[Configuration], title: str, label: Callable[[Config
 
 
 def breakdown_key(confs: list[Configuration]) -> str | None:
-    """The first per-row field that splits these configurations' tasks (GAIA level, a domain, ...)."""
-    for key in BREAKDOWN_KEYS:
-        if any(key in (r.get("metadata") or {}) or key in r for c in confs for r in c.rows[:50]):
+    """The first per-row field that splits these configurations' tasks in two or more (GAIA level, domain...)."""
+    for key in (*BREAKDOWN_KEYS, "subset"):
+        values = {str(_row_value(r, key)) for c in confs for r in c.rows if _row_value(r, key) is not None}
+        if len(values) > 1:
             return key
-    subsets = {r.get("subset") for c in confs for r in c.rows if r.get("subset")}
-    return "subset" if len(subsets) > 1 else None
+    return None
 
 
 def _row_value(row: dict[str, Any], key: str) -> Any:

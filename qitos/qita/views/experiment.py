@@ -48,7 +48,7 @@ def experiment_page(request: Request) -> HTMLResponse:
         rows = rs.grid()
         p = pager(len(rows), TASKS_PER_PAGE, grid_page)
         grids.append({"rows": rows[(p["page"] - 1) * TASKS_PER_PAGE: p["page"] * TASKS_PER_PAGE], "pager": p})
-    sides = [side_info(rs) for rs in sets]
+    sides = [side_info(rs, _trace_manifest(board, rs)) for rs in sets]
     comparison = compare_sides(sides, sets) if len(sets) == 2 else None
     paired = comparison["paired"] if comparison else None
     discordant = [p for p in paired.pairs if p.outcome in ("only_a", "only_b")][:200] if paired else []
@@ -63,9 +63,20 @@ def _values(rows: list[dict[str, Any]], key: str) -> list[str]:
     return sorted({str(v) for v in (r.get(key) or (r.get("metadata") or {}).get(key) for r in rows) if v})
 
 
-def side_info(rs: ResultSet) -> dict[str, Any]:
+def _trace_manifest(board: Any, rs: ResultSet) -> dict[str, Any]:
+    """The manifest of one of the file's traces: through the board's logdir, else as the rows' paths say."""
+    for row in rs.rows[:200]:
+        ref = row.get("trace_run_dir")
+        name = Path(ref).name if isinstance(ref, str) and ref else None
+        if name and board.known_run(name):
+            data = board.run(name).manifest().data
+            if data:
+                return data
+    return first_trace(rs.rows, rs.path) or {}
+
+
+def side_info(rs: ResultSet, manifest: dict[str, Any]) -> dict[str, Any]:
     """What one results file was: benchmark, recipe, model, official or not (from one of its traces)."""
-    manifest = first_trace(rs.rows, rs.path) or {}
     spec = manifest.get("run_spec") if isinstance(manifest.get("run_spec"), dict) else {}
     recipes = _values(rs.rows, "recipe") or ([str(spec["metadata"]["recipe"])] if isinstance(spec.get("metadata"), dict)
                                              and spec["metadata"].get("recipe") else [])
