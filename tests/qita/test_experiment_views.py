@@ -124,7 +124,7 @@ def test_experiment_names_sides_and_warns(tau_board, page, tau_runs):
     assert "B − A" in sides
     assert page.locator("#no-test").count() == 0  # same benchmark, one shared task
     assert "0.0 pts" in page.inner_text("#difference")
-    screenshot(page, "experiment")
+    screenshot(page, "experiment_ab")
     assert page.errors == []
 
 
