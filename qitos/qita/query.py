@@ -16,7 +16,7 @@ from .index import RunIndex
 SORTABLE = {
     "created": "created_at", "run": "name", "status": "status", "benchmark": "benchmark", "split": "split",
     "model": "model", "task": "task_id", "steps": "steps", "tokens": "tokens", "cost": "cost", "latency": "latency",
-    "stop": "stop_reason", "success": "success", "official": "official",
+    "stop": "stop_reason", "success": "success", "official": "official", "recipe": "recipe",
 }
 FACETS = ("benchmark", "split", "model", "status", "stop_reason")
 MAX_PER_PAGE = 500
@@ -129,7 +129,7 @@ class RunQueries:
             "SELECT COUNT(*) AS runs, COALESCE(SUM(tokens), 0) AS tokens, SUM(cost) AS cost, "
             "COUNT(cost) AS cost_known, AVG(latency) AS mean_latency, SUM(steps) AS steps, "
             "SUM(CASE WHEN success = 1 THEN 1 ELSE 0 END) AS successes, COUNT(success) AS scored, "
-            f"SUM(official) AS official FROM runs{where}", params)[0]
+            f"SUM(official) AS official, COUNT(DISTINCT benchmark) AS benchmarks FROM runs{where}", params)[0]
         totals = dict(totals_row)
         totals["success_rate"] = totals["successes"] / totals["scored"] if totals["scored"] else None
         status_counts = {r[0]: r[1] for r in self.index.query(
