@@ -193,7 +193,7 @@ def test_tau_conversation_reads_as_a_chat(tau_board, page, tau_runs):
     first.locator("summary").click()
     expect(first.locator("pre").last).to_contain_text("yusuf_rossi_9620")
     assert "scripted" in conv.inner_text()  # who played the user
-    assert "the user's reply" in page.inner_text("#steps")  # respond's result is the user, not an observation
+    assert "the user's reply" in page.inner_text("#steps").lower()  # respond's result is the user, not an observation
     screenshot(page, "conversation")
     assert page.errors == []
 
