@@ -186,6 +186,31 @@ def measure(url: str, repeat: int = 7) -> dict:
             "warm_max_ms": round(max(warm), 1), "bytes": size}
 
 
+def browser_times(base: str, chromium: str = "/usr/bin/chromium") -> dict:
+    """Time to a usable page in a real browser (fresh context: nothing cached), when Chromium is here."""
+    if not Path(chromium).exists():
+        return {"skipped": f"no browser at {chromium}"}
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return {"skipped": "playwright not installed"}
+    out = {}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, headless=True, args=["--no-sandbox", "--disable-gpu"])
+        for label, path, plots in (("configurations_page", "/", 0), ("gaia_plots_page", "/benchmarks/gaia", 8),
+                                   ("gaia_plots_page_cached_js", "/benchmarks/gaia", 8)):
+            context = browser.new_context() if label != "gaia_plots_page_cached_js" else context
+            page = context.new_page()
+            started = time.perf_counter()
+            page.goto(base + path, wait_until="load")
+            if plots:
+                page.wait_for_function(f"document.querySelectorAll('.plot[data-rendered]').length >= {plots}",
+                                       timeout=60_000)
+            out[label + "_ms"] = round((time.perf_counter() - started) * 1000, 1)
+        browser.close()
+    return out
+
+
 def first_config(base: str) -> str:
     with urllib.request.urlopen(base + "/?benchmark=cybench", timeout=60) as response:
         html = response.read().decode()
@@ -258,6 +283,7 @@ def main() -> int:
         if not base:
             raise SystemExit("the board did not start")
         report["server_start_with_cold_index_s"] = round(time.perf_counter() - started, 2)
+        report["baseline_healthz"] = measure(base + "/healthz")  # the same server answering with no page work
         report["configurations_page"] = measure(base + "/")
         report["configurations_filtered_sorted"] = measure(base + "/?benchmark=gaia&sort=cost&q=react")
         report["configuration_expanded_runs"] = measure(base + "/configs/" + first_config(base) + "/runs")
@@ -274,6 +300,12 @@ def main() -> int:
         deep = max(1, args.long_steps * 4 // 5)
         report[f"long_run_replay_frame_{deep}"] = measure(f"{base}/runs/{long_id}/replay/frame/{deep}")
         report["long_run_replay_page"] = measure(f"{base}/runs/{long_id}/replay?step={deep}")
+        floor = max(report["baseline_healthz"]["warm_median_ms"], 0.1)
+        report["ratio_to_healthz_warm"] = {k: round(report[k]["warm_median_ms"] / floor, 1) for k in
+                                           ("configurations_page", "benchmarks_page_with_plot", "benchmark_plots_page",
+                                            "runs_page")}
+        report["load_average_1min"] = os.getloadavg()[0]  # figures scale with the machine's load
+        report["browser_until_usable"] = browser_times(base)  # load event; for plots, every figure drawn
         report["server_peak_rss_mb"] = round(peak_rss_mb(server.pid), 1)
     finally:
         server.terminate()
