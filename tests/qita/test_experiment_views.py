@@ -254,3 +254,20 @@ def test_plots_export_opens_offline(page, tau_runs, tmp_path):
     assert page.locator("nav a").count() == 0  # no links back into a board
     screenshot(page, "export_plots")
     assert page.errors == [] and page.dialogs == []
+
+
+def test_cli_exports_a_benchmarks_plots(tau_runs, tmp_path):
+    from .test_cli import qita
+
+    out = tmp_path / "plots.html"
+    done = qita("export", "--benchmark", "tau-bench", "--logdir", tau_runs.logdir, "--cache-dir", tmp_path / "c",
+                "--html", out, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    html = out.read_text()
+    assert "Content-Security-Policy" in html and 'id="fig-cost"' in html and "plotly.js v" in html
+    assert "<script src=" not in html and '<link rel="stylesheet" href=' not in html  # everything inline
+    wrong = qita("export", "--benchmark", "nope", "--logdir", tau_runs.logdir, "--cache-dir", tmp_path / "c",
+                 "--html", out, cwd=tmp_path)
+    assert wrong.returncode == 2 and "benchmarks here: tau-bench" in wrong.stderr and "Traceback" not in wrong.stderr
+    both = qita("export", "--html", out, cwd=tmp_path)
+    assert both.returncode == 2 and "either --run DIR" in both.stderr
