@@ -93,17 +93,53 @@ def replay(
 @app.command()
 @user_errors
 def export(
-    run: Annotated[Path, typer.Option(help="run directory to export")],
     html: Annotated[Path, typer.Option(help="output file: one self-contained page that works offline")],
+    run: Annotated[Optional[Path], typer.Option(help="run directory to export")] = None,
+    benchmark: Annotated[Optional[str], typer.Option(help="export this benchmark's summary and plots instead of a run")] = None,
+    logdir: Annotated[Path, typer.Option(help="with --benchmark: folder of run directories")] = Path("runs"),
+    results: Results = None, cache_dir: CacheDir = None,
 ) -> None:
-    """Write one self-contained HTML file of a run (no network requests; opens from file://)."""
+    """Write one self-contained HTML file of a run, or of a benchmark's plots (no network; opens from file://)."""
+    if (run is None) == (benchmark is None):
+        fail("give either --run DIR (one run) or --benchmark NAME (its configurations and plots)")
+    if benchmark is not None:
+        _export_benchmark(benchmark, logdir, results or [], cache_dir, html)
+        return
     from qitos.qita.export import export_run_html
     from qitos.qita.runtrace import is_run_dir
 
+    assert run is not None
     if not is_run_dir(run):
         fail(f"--run {run}: not a QitOS run directory (no manifest.json, steps.jsonl or events.jsonl)")
     out = export_run_html(run, html)
     typer.echo(f"wrote {out} ({out.stat().st_size:,} bytes)")
+
+
+def _export_benchmark(name: str, logdir: Path, results: list[Path], cache_dir: Path | None, html: Path) -> None:
+    from qitos.qita.board import Board, NotFound
+    from qitos.qita.config import BoardConfig, BoardConfigError, discover_results
+    from qitos.qita.export import render_benchmark_html
+
+    try:
+        board = Board(BoardConfig(logdir=logdir, results=results or discover_results(logdir), cache_dir=cache_dir))
+    except BoardConfigError as exc:
+        fail(str(exc))
+        return
+    try:
+        board.refresh(force=True)
+        text = render_benchmark_html(board, name)
+    except NotFound as exc:
+        known = ", ".join(sorted(board.configs.benchmarks())) or "none"
+        fail(f"--benchmark {name}: {exc}; benchmarks here: {known}")
+        return
+    except RuntimeError as exc:
+        fail(str(exc))
+        return
+    finally:
+        board.index.close()
+    html.parent.mkdir(parents=True, exist_ok=True)
+    html.write_text(text, encoding="utf-8")
+    typer.echo(f"wrote {html} ({html.stat().st_size:,} bytes)")
 
 
 @app.command()

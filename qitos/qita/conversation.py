@@ -8,8 +8,9 @@ user's reply), every other tool call is a folded tool turn with its arguments an
 its events show a simulated user (`env_reset` naming a user strategy, a `user_model_call`, or
 a `respond` call).
 
-The instruction shown above the chat is the task's objective and, when the trace records it,
-the simulated user's instruction (never gold: gold stays on the scoring side).
+The instruction shown above the chat is the task's objective and, when the trace records it (the
+`user_instruction` of the `env_reset` event, or of the task), the simulated user's instruction:
+what the user was told to want, which is not gold (gold stays on the scoring side).
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ def build_conversation(manifest: dict[str, Any], events: list[dict[str, Any]], t
             conv.user_strategy = conv.user_strategy or payload.get("strategy")
         elif kind == "env_reset":
             conv.user_strategy = payload.get("user_strategy") or conv.user_strategy
+            if isinstance(payload.get("user_instruction"), str) and payload["user_instruction"].strip():
+                conv.user_instruction = payload["user_instruction"]
             if payload.get("observation") not in (None, ""):
                 conv.turns.append(_user_turn(payload["observation"], step))
         elif kind == "tool_call":

@@ -178,6 +178,8 @@ def test_tau_conversation_reads_as_a_chat(tau_board, page, tau_runs):
     page.goto(tau_board.url(f"/runs/{tau_runs.conversation_run}"))
     conv = page.locator("#conversation")
     assert "retail customer-service agent" in conv.locator("#instruction").inner_text()
+    instruction = conv.locator("#user-instruction").inner_text()
+    assert "User instruction" in instruction and "Yusuf Rossi" in instruction  # what the simulated user was told
     users = conv.locator(".msg.user")
     expect(users).to_have_count(2)
     assert "exchange my thermostat" in users.first.inner_text()
