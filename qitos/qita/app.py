@@ -22,7 +22,7 @@ from starlette.staticfiles import StaticFiles
 
 from .board import Board, NotFound
 from .config import BoardConfig
-from .render import render
+from .render import environment, render
 from .security import GuardMiddleware
 from .plots import plotly_js_path
 from .views.compare import compare_page
@@ -108,4 +108,6 @@ def build_app(config: BoardConfig, board: Board | None = None) -> Starlette:
     app.state.board = board
     board.refresh(force=True)
     board.configs.all()  # configurations are computed with the index, not on the first page view
+    for name in ("configs.html.j2", "benchmarks.html.j2", "benchmark.html.j2", "runs.html.j2", "run.html.j2"):
+        environment().get_template(name)  # compiled once at start, not on a reader's first visit
     return app

@@ -121,7 +121,7 @@ def _index_row(r: Any) -> dict[str, Any]:
             "trace_run_dir": r["name"], "metadata": {}}
 
 
-def _run_name(row: dict[str, Any]) -> str | None:
+def run_name(row: dict[str, Any]) -> str | None:
     ref = row.get("trace_run_dir")
     if not isinstance(ref, str) or not ref:
         return None
@@ -142,16 +142,17 @@ def _finish(conf: Configuration, traces: dict[str, Any]) -> Configuration:
 
 
 class ConfigCatalog:
-    """All configurations of a board, rebuilt only when the index or a results file changes."""
+    """All configurations of a board. A results file's configurations are rebuilt only when that file
+    changes (a running benchmark appends to one file), the traces no file names whenever the index does."""
 
     def __init__(self, index: RunIndex, results: Callable[[], list[tuple[Path, list[dict[str, Any]]]]]) -> None:
         self.index = index
         self.results = results  # (path, deduplicated rows) of each results file
+        self._files: dict[Path, tuple[tuple[int, int], list[Configuration]]] = {}
         self._cache: tuple[Any, list[Configuration]] | None = None
 
     def all(self) -> list[Configuration]:
-        state = (self.index.version, tuple((p, p.stat().st_mtime_ns if p.exists() else 0)
-                                           for p in self.index.results))
+        state = (self.index.version, tuple(_file_state(p) for p in self.index.results))
         if self._cache is None or self._cache[0] != state:
             self._cache = (state, self._build())
         return self._cache[1]
@@ -165,22 +166,46 @@ class ConfigCatalog:
             out.setdefault(conf.benchmark or "(none)", []).append(conf)
         return out
 
+    def _traces(self, where: str, params: tuple[Any, ...] = ()) -> dict[str, Any]:
+        return {r["name"]: r for r in self.index.query(f"SELECT name, recipe, model, official FROM runs {where}", params)}
+
+    def _file_configs(self, path: Path, rows: list[dict[str, Any]]) -> list[Configuration]:
+        state = _file_state(path)
+        cached = self._files.get(path)
+        if cached is not None and cached[0] == state:
+            return cached[1]
+        traces = self._traces("WHERE results_file = ?", (str(path),))
+        confs = [_finish(Configuration(config_id(str(path), key), path, *key, rows=group,
+                                       run_names=[run_name(r) for r in group]), traces)
+                 for key, group in group_rows(rows, list(CONFIG_KEYS)).items()]
+        self._files[path] = (state, confs)
+        return confs
+
     def _build(self) -> list[Configuration]:
-        traces = {r["name"]: r for r in self.index.query(
-            "SELECT name, recipe, model, official, results_file FROM runs")}
         out: list[Configuration] = []
+        seen = set()
         for path, rows in self.results():
-            for key, group in group_rows(rows, list(CONFIG_KEYS)).items():
-                conf = Configuration(config_id(str(path), key), path, *key, rows=group,
-                                     run_names=[_run_name(r) for r in group])
-                out.append(_finish(conf, traces))
-        loose = [_index_row(r) for r in self.index.query("SELECT * FROM runs WHERE results_file IS NULL")]
+            out += self._file_configs(path, rows)
+            seen.add(path)
+        for gone in set(self._files) - seen:
+            del self._files[gone]
+        loose_rows = self.index.query("SELECT * FROM runs WHERE results_file IS NULL")
+        traces = {r["name"]: r for r in loose_rows}
+        loose = [_index_row(r) for r in loose_rows]
         for key, group in group_rows(loose, list(CONFIG_KEYS)).items():
             conf = Configuration(config_id("", key), None, *key, rows=group, run_names=[r["trace_run_dir"] for r in group])
             out.append(_finish(conf, traces))
         out.sort(key=lambda c: (c.benchmark or "", c.split or "", c.subset or "", -(c.success_rate or -1), c.id))
         _name_uniquely(out)
         return out
+
+
+def _file_state(path: Path) -> tuple[int, int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return (0, 0)
+    return (st.st_mtime_ns, st.st_size)
 
 
 def _name_uniquely(confs: list[Configuration]) -> None:

@@ -14,13 +14,14 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from ..board import Board, NotFound
-from ..configs import Configuration
+from ..configs import Configuration, run_name
 from ..plots import PLOTLY_MISSING, benchmark_figures, pick, plotly_js_path, success_bars
 from ..render import render
 from .common import board_of, int_param, page
 from .run import pager
 
 ROWS_PER_PAGE = 100
+LINES_PER_BENCHMARK = 25  # on the unfiltered home page; picking the benchmark shows all its lines
 EXPANDED_ROWS = 25
 SORTS = {
     "success": lambda c: (c.success_rate if c.success_rate is not None else -1),
@@ -85,9 +86,11 @@ def configs_page(request: Request) -> HTMLResponse:
     board.refresh()
     groups, params = _filtered(board, request)
     heads = {bench: headline(confs) for bench, confs in groups.items()}
+    limit = 10**6 if params["benchmark"] else LINES_PER_BENCHMARK
+    shown = {bench: confs[:limit] for bench, confs in groups.items()}
     total = len(board.configs.all())
     empty = empty_state(board) if board.index.count() == 0 and not board.config.results else None
-    return page(request, "configs.html.j2", groups=groups, heads=heads, params=params, total_configs=total,
+    return page(request, "configs.html.j2", groups=groups, shown=shown, heads=heads, params=params, total_configs=total,
                 benchmarks=sorted(board.configs.benchmarks()), empty=empty, total_runs=board.index.count(),
                 result_issues=board.index.result_issues[:20], known_run=board.known_run)
 
@@ -104,15 +107,8 @@ def config_runs(request: Request) -> HTMLResponse:
     board = board_of(request)
     conf = _config(board, request.path_params["ident"])
     html = render("_config_runs.html.j2", conf=conf, rows=conf.rows[:EXPANDED_ROWS], more=len(conf.rows) - EXPANDED_ROWS,
-                  known_run=board.known_run, run_name=_run_name, export=False)
+                  known_run=board.known_run, run_name=run_name, export=False)
     return HTMLResponse(html)
-
-
-def _run_name(row: dict[str, Any]) -> str | None:
-    from pathlib import Path
-
-    ref = row.get("trace_run_dir")
-    return Path(ref).name if isinstance(ref, str) and ref else None
 
 
 def config_page(request: Request) -> HTMLResponse:
@@ -122,7 +118,7 @@ def config_page(request: Request) -> HTMLResponse:
     p = pager(len(rows), ROWS_PER_PAGE, int_param(request, "page", 1))
     shown = rows[(p["page"] - 1) * ROWS_PER_PAGE: p["page"] * ROWS_PER_PAGE]
     return page(request, "config.html.j2", conf=conf, rows=shown, pager=p, known_run=board.known_run,
-                run_name=_run_name)
+                run_name=run_name)
 
 
 def benchmarks_page(request: Request) -> HTMLResponse:
