@@ -90,7 +90,9 @@ def test_compare_two_runs_shows_the_diverging_step(board_server, page, corpus):
     diverged = page.locator(".pair.diverged")
     assert diverged.count() == 1 and "gamma" in diverged.inner_text() and "DELTA" in diverged.inner_text()
     config = page.inner_text("#config")
-    assert "stop_criteria.parse_error_limit" in config and "seed" in config
+    assert "3 differing fields" in config  # the RunSpec diff tree opens on what changed
+    for path in ("stop_criteria.parse_error_limit", "seed"):
+        expect(page.locator(f"#config ul.spec-tree li.changed[data-path='{path}']")).to_be_visible()
     page.click("#divergence-note a")
     screenshot(page, "compare")
     assert page.errors == []

@@ -113,7 +113,7 @@ def test_board_off_loopback_generates_and_requires_a_token(corpus, tmp_path):
         base = f"http://127.0.0.1:{port}/"
         assert _get(base)[0] == 401
         status, body = _get(f"{base}?token={token}")
-        assert status == 200 and "Runs" in body
+        assert status == 200 and "Configurations" in body
         assert _get(base, {"X-Qita-Token": token})[0] == 200
     finally:
         proc.terminate()
