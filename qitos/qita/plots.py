@@ -214,8 +214,9 @@ def pick(confs: list[Configuration], chosen: list[str], limit: int = 6) -> list[
     picked = [by_id[i] for i in chosen if i in by_id][:len(COLORS)]
     if picked:
         return picked
-    ranked = sorted(confs, key=lambda c: (c.is_oracle, -(c.success_rate if c.success_rate is not None else -1),
-                                          c.mean_cost if c.mean_cost is not None else float("inf")))
+    candidates = [c for c in confs if not c.is_oracle] or confs  # oracles only when there is nothing else
+    ranked = sorted(candidates, key=lambda c: (-(c.success_rate if c.success_rate is not None else -1),
+                                               c.mean_cost if c.mean_cost is not None else float("inf")))
     return ranked[:limit]
 
 

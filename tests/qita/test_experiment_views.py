@@ -94,8 +94,15 @@ def test_benchmark_page_draws_every_plot(tau_board, page):
     assert bars.locator(".barlayer .point").count() == 2
     assert bars.locator(".errorbar").count() >= 2  # intervals drawn
     assert page.locator("#plot-passk .scatterlayer .trace").count() == 1  # only the 2-trial configuration
-    assert page.locator("#plot-steps .boxlayer .trace").count() == 2
+    assert page.locator("#plot-steps .boxlayer .trace").count() == 1  # by default the best that are not oracles
     assert page.locator("#plotly-missing").count() == 0
+    page.click(".pick-box summary")  # pick both configurations for the per-configuration plots
+    for box in page.locator(".pick-box input[type=checkbox]").all():
+        box.check()
+    page.click(".pick-box button[type=submit]")
+    page.wait_for_url(re.compile(r"\?c=[0-9a-f]{12}&c="))
+    wait_for_plots(page, 7)
+    assert page.locator("#plot-steps .boxlayer .trace").count() == 2
     screenshot(page, "benchmark_plots")
     # a click on a bar opens its configuration
     bars.locator(".barlayer .point path").first.click(force=True)
@@ -171,6 +178,9 @@ def test_run_page_spec_is_a_collapsible_tree(tau_board, page, tau_runs):
     tools = tree.locator("li[data-path='tool_manifest'] > details")
     assert tools.get_attribute("open") is None
     assert not tree.locator("li[data-path^='tool_manifest.']").first.is_visible()
+    tree.locator("li[data-path='generation'] > details > summary").click() if tree.locator(
+        "li[data-path='generation'] > details:not([open])").count() else None
+    screenshot(page, "run_spec_tree")
     assert page.errors == []
 
 
@@ -273,3 +283,28 @@ def test_cli_exports_a_benchmarks_plots(tau_runs, tmp_path):
     assert wrong.returncode == 2 and "benchmarks here: tau-bench" in wrong.stderr and "Traceback" not in wrong.stderr
     both = qita("export", "--html", out, cwd=tmp_path)
     assert both.returncode == 2 and "either --run DIR" in both.stderr
+
+
+def test_level_bars_and_frontier_with_costs(page, tmp_path):
+    """Rows with a level and real costs (the shape GAIA rows have): per-level bars and a frontier drawn."""
+    from qitos.qita.server import BoardServer
+
+    from .test_configs import board_for
+
+    board, _ = board_for(tmp_path)
+    board.index.close()
+    config = BoardConfig(logdir=tmp_path / "runs", results=discover_results(tmp_path / "runs"), port=0,
+                         cache_dir=tmp_path / "cache2")
+    server = BoardServer(config).start()
+    try:
+        page.goto(server.url("/benchmarks/gaia"))
+        wait_for_plots(page, 8)
+        levels = page.locator("#plot-levels")
+        assert levels.locator(".barlayer .trace").count() == 2  # one colour per (non-oracle) configuration
+        assert levels.evaluate("el => el.data[0].x") == ["1", "2"]  # the two levels
+        frontier = page.locator("#plot-cost").evaluate("el => el.data.find(t => t.name === 'Pareto frontier').x.length")
+        assert frontier >= 1
+        screenshot(page, "benchmark_levels")
+    finally:
+        server.stop()
+    assert page.errors == []
