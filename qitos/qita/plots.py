@@ -55,9 +55,9 @@ def _rate_axis(axis: dict[str, Any]) -> dict[str, Any]:
     return {**axis, "range": [-0.02, 1.02], "tickformat": ".0%"}
 
 
-def _error(rates: list[float], intervals: list[list[float] | None]) -> dict[str, Any]:
-    upper = [(ci[1] - r) if ci else 0 for r, ci in zip(rates, intervals)]
-    lower = [(r - ci[0]) if ci else 0 for r, ci in zip(rates, intervals)]
+def _error(rates: list[float | None], intervals: list[list[float] | None]) -> dict[str, Any]:
+    upper = [(ci[1] - r) if ci and r is not None else 0 for r, ci in zip(rates, intervals)]
+    lower = [(r - ci[0]) if ci and r is not None else 0 for r, ci in zip(rates, intervals)]
     return {"type": "data", "symmetric": False, "array": upper, "arrayminus": lower, "thickness": 1.2, "width": 3}
 
 
@@ -156,9 +156,8 @@ def breakdown_bars(confs: list[Configuration], key: str, title: str) -> dict[str
             rates.append(m.get("success_rate"))
             cis.append(m.get("success_ci95"))
             counts.append(m.get("total") or 0)
-        shown = [r if r is not None else 0.0 for r in rates]
-        traces.append({"type": "bar", "name": conf.name, "x": values, "y": shown, "customdata": counts,
-                       "error_y": _error(shown, cis), "marker": {"color": COLORS[n % len(COLORS)]},
+        traces.append({"type": "bar", "name": conf.name, "x": values, "y": rates, "customdata": counts,  # None: no bar
+                       "error_y": _error(rates, cis), "marker": {"color": COLORS[n % len(COLORS)]},
                        "hovertemplate": f"{conf.name}<br>{key} %{{x}}: %{{y:.1%}} of %{{customdata}} runs<extra></extra>"})
     layout = _layout(title, key, "success rate", barmode="group")
     layout["yaxis"] = _rate_axis(layout["yaxis"])
