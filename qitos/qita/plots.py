@@ -72,12 +72,17 @@ def pareto_frontier(points: Iterable[tuple[float, float, str]]) -> list[tuple[fl
     return frontier
 
 
+def _plain(text: Any) -> str:
+    """Trace-derived text (model, recipe, file names) as plain text: plotly reads <tags> and %{fields} in labels."""
+    return str(text).replace("<", "‹").replace(">", "›").replace("%{", "%\u200b{")
+
+
 def _hover(conf: Configuration) -> str:
     ci = conf.metrics.get("success_ci95")
     interval = f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else ""
     rate = conf.success_rate
-    return (f"{conf.name}<br>{conf.source_label}<br>success {100 * rate:.1f}%{interval}" if rate is not None
-            else conf.name)
+    return (f"{_plain(conf.name)}<br>{_plain(conf.source_label)}<br>success {100 * rate:.1f}%{interval}"
+            if rate is not None else _plain(conf.name))
 
 
 def success_against(confs: list[Configuration], x_of: Callable[[Configuration], float | None], x_title: str,
@@ -119,7 +124,7 @@ def success_bars(confs: list[Configuration], title: str, label: Callable[[Config
     usable = sorted([c for c in confs if c.success_rate is not None], key=lambda c: c.success_rate or 0)
     label = label or (lambda c: c.name)
     rates = [float(c.success_rate) for c in usable]  # type: ignore[arg-type]
-    names = [label(c) for c in usable]
+    names = [_plain(label(c)) for c in usable]
     trace = {"type": "bar", "orientation": "h", "x": rates, "y": names, "customdata": [c.id for c in usable],
              "error_x": _error(rates, [c.metrics.get("success_ci95") for c in usable]),
              "hovertext": [_hover(c) for c in usable], "hovertemplate": "%{hovertext}<extra></extra>",
@@ -146,19 +151,19 @@ def _row_value(row: dict[str, Any], key: str) -> Any:
 
 def breakdown_bars(confs: list[Configuration], key: str, title: str) -> dict[str, Any]:
     """Grouped bars: success per level/domain value, one colour per configuration, with intervals."""
-    values = sorted({str(_row_value(r, key)) for c in confs for r in c.rows if _row_value(r, key) is not None})
+    values = sorted({_plain(_row_value(r, key)) for c in confs for r in c.rows if _row_value(r, key) is not None})
     traces = []
     for n, conf in enumerate(confs):
         rates, cis, counts = [], [], []
         for value in values:
-            rows = [r for r in conf.rows if str(_row_value(r, key)) == value]
+            rows = [r for r in conf.rows if _row_value(r, key) is not None and _plain(_row_value(r, key)) == value]
             m = summarize(rows) if rows else {}
             rates.append(m.get("success_rate"))
             cis.append(m.get("success_ci95"))
             counts.append(m.get("total") or 0)
-        traces.append({"type": "bar", "name": conf.name, "x": values, "y": rates, "customdata": counts,  # None: no bar
+        traces.append({"type": "bar", "name": _plain(conf.name), "x": values, "y": rates, "customdata": counts,  # None: no bar
                        "error_y": _error(rates, cis), "marker": {"color": COLORS[n % len(COLORS)]},
-                       "hovertemplate": f"{conf.name}<br>{key} %{{x}}: %{{y:.1%}} of %{{customdata}} runs<extra></extra>"})
+                       "hovertemplate": f"{_plain(conf.name)}<br>{key} %{{x}}: %{{y:.1%}} of %{{customdata}} runs<extra></extra>"})
     layout = _layout(title, key, "success rate", barmode="group")
     layout["yaxis"] = _rate_axis(layout["yaxis"])
     return {"data": traces, "layout": layout, "points": len(values)}
@@ -184,7 +189,7 @@ def distribution(confs: list[Configuration], field: str, title: str, y_title: st
     traces = []
     for n, conf in enumerate(confs):
         ys = _sample(sorted(v for v in (value(r) for r in conf.rows) if v is not None))
-        traces.append({"type": "box", "name": conf.name, "y": ys, "boxpoints": "outliers",
+        traces.append({"type": "box", "name": _plain(conf.name), "y": ys, "boxpoints": "outliers",
                        "marker": {"color": COLORS[n % len(COLORS)]}, "line": {"width": 1.2}})
     layout = _layout(title, "", y_title, showlegend=True)
     layout["xaxis"]["showticklabels"] = False
@@ -199,7 +204,7 @@ def pass_k_curves(confs: list[Configuration], title: str) -> dict[str, Any]:
         if len(values) < 2:
             continue
         ks = sorted(values)
-        traces.append({"type": "scatter", "mode": "lines+markers", "name": conf.name, "x": ks,
+        traces.append({"type": "scatter", "mode": "lines+markers", "name": _plain(conf.name), "x": ks,
                        "y": [values[k] for k in ks], "line": {"color": COLORS[n % len(COLORS)]}})
     layout = _layout(title, "k (trials that must all succeed)", "pass^k")
     layout["yaxis"] = _rate_axis(layout["yaxis"])

@@ -120,3 +120,19 @@ def test_discover_results_beside_or_inside_the_logdir(tmp_path):
     write(tmp_path / "results" / "b.jsonl", [])
     write(tmp_path / "results" / "a.jsonl", [])
     assert [p.name for p in discover_results(tmp_path / "runs")] == ["a.jsonl", "b.jsonl"]
+
+
+def test_trace_text_in_plot_labels_is_plain(tmp_path):
+    logdir = tmp_path / "runs"
+    logdir.mkdir()
+    evil = "<img src=x onerror=alert(1)>%{x}"
+    write(tmp_path / "results" / "evil.jsonl", [row("t0", 0, True, "eeee", model=evil, recipe="react", level=evil)])
+    board = Board(BoardConfig(logdir=logdir, results=discover_results(logdir), cache_dir=tmp_path / "cache"))
+    try:
+        board.refresh(force=True)
+        confs = board.configs.all()
+        text = json.dumps(benchmark_figures(confs, confs), ensure_ascii=False)
+        assert "<img" not in text and "alert(1)>%{x}" not in text  # neither a tag nor a template field
+        assert "‹img src=x onerror=alert(1)›%\u200b{x}" in text
+    finally:
+        board.index.close()
