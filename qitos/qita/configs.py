@@ -56,15 +56,17 @@ class Configuration:
 
     @property
     def trials(self) -> int:
-        requested = [r.get("trials_requested") for r in self.rows if isinstance(r.get("trials_requested"), int)]
-        if requested:
-            return max(requested)
+        """Trials requested (what `summarize` counts with), else the most a row shows."""
+        if isinstance(self.metrics.get("trials_requested"), int):
+            return self.metrics["trials_requested"]
         return max((int(r.get("trial") or 0) for r in self.rows), default=-1) + 1
 
     @property
     def tasks(self) -> int:
-        selected = [r.get("selected_tasks") for r in self.rows if isinstance(r.get("selected_tasks"), int)]
-        return max(selected) if selected else int(self.metrics.get("tasks") or 0)
+        """Tasks selected (the denominator's task count), else the tasks with a row."""
+        if isinstance(self.metrics.get("selected_tasks"), int):
+            return self.metrics["selected_tasks"]
+        return int(self.metrics.get("tasks") or 0)
 
     @property
     def base_name(self) -> str:

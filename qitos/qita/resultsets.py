@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qitos.benchmark.metrics import dedupe, summarize
+from qitos.benchmark.metrics import ROW_REQUIRED, dedupe, summarize
 from qitos.benchmark.results import RowIssue, iter_rows
 
 
@@ -113,5 +113,5 @@ def _plugin_metrics(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], str | N
 
 def load_result_set(path: Path) -> ResultSet:
     issues: list[RowIssue] = []
-    rows = dedupe(iter_rows(path, issues))
+    rows = dedupe(iter_rows(path, issues, required=ROW_REQUIRED))  # the rows `qit bench eval` counts
     return ResultSet(path, rows, issues)
