@@ -47,6 +47,7 @@ class Configuration:
     recipe: str | None = None
     model: str | None = None
     official: str = "no"  # "yes" (every trace official) | "no" | "mixed"
+    read_gold: bool = False  # a trace failed the agent_unaided check
     metrics: dict[str, Any] = field(default_factory=dict)
     display: str = ""  # `name`, made unique within its benchmark by the catalog
 
@@ -109,7 +110,8 @@ class Configuration:
 
     @property
     def is_oracle(self) -> bool:
-        return bool(self.recipe) and "oracle" in (self.recipe or "")
+        """A validator that reads gold: its traces say so (agent_unaided failed), or its recipe is an oracle."""
+        return self.read_gold or "oracle" in (self.recipe or "")
 
 
 def _index_row(r: Any) -> dict[str, Any]:
@@ -138,6 +140,7 @@ def _finish(conf: Configuration, traces: dict[str, Any]) -> Configuration:
     conf.recipe = _label(recipes)
     conf.model = _label({r.get("model") for r in conf.rows}) or _label({i["model"] for i in infos})
     officials = {bool(i["official"]) for i in infos}
+    conf.read_gold = any(i["unaided"] == 0 for i in infos)
     conf.official = "mixed" if len(officials) > 1 else ("yes" if officials == {True} else "no")
     conf.metrics = summarize(conf.rows)
     return conf
@@ -169,7 +172,7 @@ class ConfigCatalog:
         return out
 
     def _traces(self, where: str, params: tuple[Any, ...] = ()) -> dict[str, Any]:
-        return {r["name"]: r for r in self.index.query(f"SELECT name, recipe, model, official FROM runs {where}", params)}
+        return {r["name"]: r for r in self.index.query(f"SELECT name, recipe, model, official, unaided FROM runs {where}", params)}
 
     def _file_configs(self, path: Path, rows: list[dict[str, Any]]) -> list[Configuration]:
         state = _file_state(path)

@@ -27,13 +27,13 @@ from qitos.benchmark.results import RowIssue, iter_rows
 from qitos.trace.reader import effective_status
 from qitos.trace.schema import Manifest
 
-INDEX_VERSION = 6
+INDEX_VERSION = 7
 FULL_SWEEP_SECONDS = 60.0
 
 COLUMNS = ("name", "mtime_ns", "manifest_status", "status", "problem", "run_id", "benchmark", "split", "model",
            "model_family", "official", "success", "score", "stop_reason", "steps", "tokens", "cost", "latency",
            "created_at", "updated_at", "task_id", "objective", "final_result", "search", "live", "subset", "trial",
-           "recipe", "run_spec_ref", "results_file")
+           "recipe", "run_spec_ref", "results_file", "unaided")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -42,7 +42,7 @@ CREATE TABLE IF NOT EXISTS runs (
   benchmark TEXT, split TEXT, model TEXT, model_family TEXT, official INTEGER, success INTEGER, score REAL,
   stop_reason TEXT, steps INTEGER, tokens INTEGER, cost REAL, latency REAL, created_at TEXT, updated_at TEXT,
   task_id TEXT, objective TEXT, final_result TEXT, search TEXT, live INTEGER, subset TEXT, trial INTEGER,
-  recipe TEXT, run_spec_ref TEXT, results_file TEXT
+  recipe TEXT, run_spec_ref TEXT, results_file TEXT, unaided INTEGER
 );
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
 CREATE INDEX IF NOT EXISTS runs_benchmark ON runs(benchmark, split);
@@ -102,6 +102,14 @@ def _trial(run_id: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def _unaided(m: dict[str, Any]) -> int | None:
+    """The `agent_unaided` official check: 0 when the run read gold (an oracle), None when not recorded."""
+    for check in m.get("official_checks") or []:
+        if isinstance(check, dict) and check.get("check") == "agent_unaided":
+            return 1 if check.get("passed") else 0
+    return None
+
+
 def row_from_manifest(name: str, mtime_ns: int, data: Any, problem: str | None = None) -> dict[str, Any]:
     """Index row for one run; tolerant of missing or mistyped fields (they become NULL)."""
     m = _dict(data)
@@ -135,7 +143,7 @@ def row_from_manifest(name: str, mtime_ns: int, data: Any, problem: str | None =
         "final_result": _text(summary.get("final_result"), 500),
         "subset": _text(spec.get("benchmark_subset") or _dict(task.get("metadata")).get("subset"), 200),
         "trial": _trial(str(m.get("run_id") or name)), "recipe": _text(spec_meta.get("recipe"), 100),
-        "run_spec_ref": _text(spec.get("fingerprint"), 64), "results_file": None,
+        "run_spec_ref": _text(spec.get("fingerprint"), 64), "results_file": None, "unaided": _unaided(m),
     }
     if row["problem"] is None and data is not None:
         row["problem"] = _shape_problem(m)

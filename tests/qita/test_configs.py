@@ -136,3 +136,16 @@ def test_trace_text_in_plot_labels_is_plain(tmp_path):
         assert "‹img src=x onerror=alert(1)›%\u200b{x}" in text
     finally:
         board.index.close()
+
+
+def test_a_trace_that_read_gold_marks_its_configuration_an_oracle():
+    from qitos.qita.configs import Configuration, _finish
+    from qitos.qita.index import row_from_manifest
+
+    manifest = {"status": "completed", "created_at": "2026-01-01T00:00:00Z", "run_spec": {"metadata": {"recipe": "x"}},
+                "official_checks": [{"check": "agent_unaided", "passed": False, "detail": "oracle gold used"}]}
+    indexed = row_from_manifest("r1", 0, manifest)
+    assert indexed["unaided"] == 0 and row_from_manifest("r2", 0, {**manifest, "official_checks": []})["unaided"] is None
+    conf = _finish(Configuration("id", None, "b", None, None, None, rows=[row("t0", 0, True, "r")], run_names=["r1"]),
+                   {"r1": {**indexed, "official": 0}})
+    assert conf.is_oracle and conf.recipe == "x"
