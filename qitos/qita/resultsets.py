@@ -38,6 +38,8 @@ class ResultSet:
     path: Path
     rows: list[dict[str, Any]]
     issues: list[RowIssue]
+    name: str | None = None  # a configuration's id, when the set is one configuration rather than a file
+    title: str | None = None  # that configuration's name
     _metrics: dict[str, Any] | None = field(default=None, repr=False)
     _plugin: tuple[dict[str, Any], str | None] | None = field(default=None, repr=False)
 
@@ -63,7 +65,7 @@ class ResultSet:
 
     @property
     def label(self) -> str:
-        return self.path.name
+        return self.title or self.path.name
 
     @property
     def trials(self) -> list[int]:

@@ -55,7 +55,7 @@ def test_configurations_are_the_first_level_and_expand_to_task_runs(tau_board, p
     assert "3 × 1" in text and "1 × 2" in text  # tasks × trials
     assert "coverage 100.0%" in text and "[" in text  # rate with its interval and coverage
     oracle = lines.filter(has_text="oracle")
-    assert "oracle" in oracle.locator("td").nth(5).inner_text()  # the oracle badge beside official
+    assert "oracle" in oracle.locator("td.official-cell").inner_text()  # the oracle badge beside official
     headline = group.locator(".headline").inner_text()
     assert "configurations" in headline and "best (not oracle)" in headline
     assert "%" not in headline.split("best (not oracle)")[0]  # no pooled success rate across configurations
@@ -308,3 +308,39 @@ def test_level_bars_and_frontier_with_costs(page, tmp_path):
     finally:
         server.stop()
     assert page.errors == []
+
+
+def test_tick_two_configurations_and_compare_them(tau_board, page):
+    page.goto(tau_board.url("/"))
+    button = page.locator("#compare-configs button")
+    assert button.is_disabled()
+    for box in page.locator("input[form='compare-configs']").all():
+        box.check()
+    assert button.is_enabled()
+    button.click()
+    page.wait_for_url(re.compile(r"/experiment\?c=[0-9a-f]{12}&c=[0-9a-f]{12}"))
+    assert "Comparing configurations" in page.inner_text("#comparing-configurations")
+    assert "metadata.recipe=" in page.inner_text("#name-a") and "is an oracle" in page.inner_text("#sides")
+    expect(page.locator("#difference")).to_contain_text("pts")
+    screenshot(page, "experiment_configurations")
+    assert page.errors == []
+
+
+def test_two_configurations_of_one_results_file(tmp_path):
+    """Two RunSpecs appended to one file (--force) are still two sides of a paired comparison."""
+    from starlette.testclient import TestClient
+
+    from qitos.qita.app import build_app
+
+    from .test_configs import board_for
+
+    board, mixed = board_for(tmp_path)
+    ids = {c.run_spec_ref: c.id for c in board.configs.all() if c.source == mixed}
+    board.index.close()
+    app = build_app(BoardConfig(logdir=tmp_path / "runs", results=discover_results(tmp_path / "runs"),
+                                cache_dir=tmp_path / "cache3"))
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        html = client.get(f"/experiment?c={ids['aaaa']}&c={ids['bbbb']}").text
+    app.state.board.index.close()
+    assert 'id="mcnemar"' in html and 'id="difference"' in html  # they share tasks t0 and t1
+    assert "model=m1" in html and "model=m2" in html  # named by what differs (rows only: no traces)

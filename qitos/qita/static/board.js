@@ -42,17 +42,19 @@
         .catch(function () { window.location.href = link.href; });
     });
   });
-  // The compare button is usable once exactly two runs are ticked.
-  var compare = document.getElementById("compare-form");
-  if (compare) {
-    var boxes = document.querySelectorAll("input[form='compare-form']");
-    var button = compare.querySelector("button");
+  // A compare button is usable once exactly two runs (or configurations) are ticked.
+  ["compare-form", "compare-configs"].forEach(function (id) {
+    var form = document.getElementById(id);
+    if (!form) { return; }
+    var boxes = document.querySelectorAll("input[form='" + id + "']");
+    var button = form.querySelector("button");
+    var label = button.textContent;
     var update = function () {
       var ticked = Array.prototype.filter.call(boxes, function (b) { return b.checked; }).length;
       button.disabled = ticked !== 2;
-      button.textContent = ticked === 2 ? "Compare" : "Compare (" + ticked + "/2)";
+      button.textContent = ticked === 2 ? label : label + " (" + ticked + "/2)";
     };
     boxes.forEach(function (b) { b.addEventListener("change", update); });
     update();
-  }
+  });
 })();

@@ -1,7 +1,8 @@
-"""Experiment page: results files — metrics, the task × trial grid, and A/B paired comparison.
+"""Experiment page: results files or configurations — metrics, the task × trial grid, A/B paired comparison.
 
 Only files given to `qita board --results` can be opened (by position, `?f=0&f=1`): the
-board never reads a path that comes from a request.
+board never reads a path that comes from a request. Configurations (`?c=<id>&c=<id>`, ticked on
+the home page) compare two RunSpecs even when they share one results file.
 """
 
 from __future__ import annotations
@@ -37,11 +38,23 @@ def _selected(request: Request, available: int) -> list[int]:
     return picked
 
 
+def _configuration_sets(board: Any, request: Request) -> list[ResultSet]:
+    """The configurations asked for by id, as result sets named by their configuration."""
+    sets = []
+    for ident in request.query_params.getlist("c")[:4]:
+        conf = board.configs.get(ident.strip())
+        if conf is not None and all(s.name != conf.id for s in sets):
+            sets.append(ResultSet(conf.source or Path(conf.id), conf.rows, [], name=conf.id, title=conf.name))
+    return sets
+
+
 def experiment_page(request: Request) -> HTMLResponse:
     board = board_of(request)
     files = board.config.results
-    selected = _selected(request, len(files))
-    sets = [board.result_set(n) for n in selected]
+    sets = _configuration_sets(board, request)
+    selected = [] if sets else _selected(request, len(files))
+    sets = sets or [board.result_set(n) for n in selected]
+    base = "".join(f"c={s.name}&" for s in sets if s.name) or "".join(f"f={n}&" for n in selected)
     grid_page = int_param(request, "gpage", 1)
     grids = []
     for rs in sets:
@@ -55,7 +68,7 @@ def experiment_page(request: Request) -> HTMLResponse:
     board.refresh()
     return page(request, "experiment.html.j2", files=files, selected=selected, sets=sets, grids=grids,
                 paired=paired, discordant=discordant, known_run=board.known_run, sides=sides, comparison=comparison,
-                grid_base="?" + "".join(f"f={n}&" for n in selected) + "gpage=",
+                grid_base="?" + base + "gpage=",
                 run_name=lambda path: Path(path).name if isinstance(path, str) and path else None)
 
 
