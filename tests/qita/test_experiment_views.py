@@ -344,3 +344,18 @@ def test_two_configurations_of_one_results_file(tmp_path):
     app.state.board.index.close()
     assert 'id="mcnemar"' in html and 'id="difference"' in html  # they share tasks t0 and t1
     assert "model=m1" in html and "model=m2" in html  # named by what differs (rows only: no traces)
+
+
+def test_run_export_keeps_the_conversation_offline(page, tau_runs, tmp_path):
+    from qitos.qita.export import export_run_html
+
+    out = export_run_html(tau_runs.logdir / tau_runs.conversation_run, tmp_path / "conv.html")
+    requests = open_offline(page, out)
+    assert [u for u in requests if not u.startswith(("file://", "data:"))] == []
+    conv = page.locator("#conversation")
+    expect(conv.locator(".msg.user")).to_have_count(2)
+    assert "Yusuf Rossi" in conv.locator("#user-instruction").inner_text()
+    conv.locator("details.msg.tool summary").first.click()
+    expect(conv.locator("details.msg.tool pre").nth(1)).to_contain_text("yusuf_rossi_9620")
+    screenshot(page, "export_conversation")
+    assert page.errors == [] and page.dialogs == []
