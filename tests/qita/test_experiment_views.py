@@ -263,7 +263,8 @@ def test_plots_export_opens_offline(page, tau_runs, tmp_path):
     wait_for_plots(page, 7)
     assert [u for u in requests if not u.startswith(("file://", "data:"))] == []
     assert page.locator("#plot-bars .barlayer .point").count() == 2
-    assert page.locator("nav a").count() == 0  # no links back into a board
+    assert page.locator("nav a").count() == 0 and page.locator("a[href^='/']").count() == 0  # no links into a board
+    assert page.locator("#bench-configs tr").count() == 3  # the configurations table travels with the plots
     screenshot(page, "export_plots")
     assert page.errors == [] and page.dialogs == []
 
