@@ -360,3 +360,16 @@ def test_run_export_keeps_the_conversation_offline(page, tau_runs, tmp_path):
     expect(conv.locator("details.msg.tool pre").nth(1)).to_contain_text("yusuf_rossi_9620")
     screenshot(page, "export_conversation")
     assert page.errors == [] and page.dialogs == []
+
+
+def test_qita_board_finds_the_results_beside_runs(tau_runs, tmp_path):
+    from .test_cli import _get, _start
+
+    proc, lines = _start(["board", "--logdir", tau_runs.logdir, "--port", "0"], tmp_path)
+    try:
+        assert any(line.startswith(f"results files: 2 found in {tau_runs.root / 'results'}") for line in lines)
+        status, body = _get(lines[-1].removeprefix("open "))
+        assert status == 200 and body.count('class="config"') == 2 and "scripted.jsonl" in body
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
