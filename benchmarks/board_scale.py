@@ -206,8 +206,7 @@ def browser_times(base: str, chromium: str = "/usr/bin/chromium") -> dict:
             started = time.perf_counter()
             page.goto(base + path, wait_until="commit")
             if plots:
-                page.wait_for_function(f"document.querySelectorAll('.plot[data-rendered]').length >= {plots}",
-                                       timeout=60_000)
+                page.locator(".plot[data-rendered]").nth(plots - 1).wait_for(state="attached", timeout=60_000)
             else:
                 page.wait_for_load_state("load")
             drawn = (time.perf_counter() - started) * 1000
