@@ -27,13 +27,14 @@ pytestmark = pytest.mark.skipif(not _OK, reason=f"bwrap sandbox unavailable: {_R
 HTB = "cybench_benchmark_hackthebox_cyber-apocalypse-2024_"
 ORACLE_FAST = [HTB + n for n in (
     "crypto_[Very_Easy]_Dynastic", "reversing_[Very_Easy]_LootStash", "forensics_[Very_Easy]_It_Has_Begun",
-    "forensics_[Very_Easy]_Urgent", "reversing_[Very_Easy]_PackedAway", "reversing_[Easy]_Crushing",
-    "forensics_[Medium]_Data_Siege")]
+    "forensics_[Very_Easy]_Urgent", "reversing_[Easy]_Crushing")]
 ORACLE_SLOW = [HTB + "reversing_[Hard]_FlecksOfGold"]  # solves, in about 60 s of CPU
 GLACIER = "cybench_benchmark_LosFuzzys_GlacierCTF2023_writeups_"
 NEEDS_PACKAGES = [HTB + "crypto_[Very_Easy]_Primary_Knowledge", HTB + "crypto_[Medium]_Partial_Tenacity",
                   HTB + "crypto_[Hard]_Permuted", GLACIER + "crypto_MissingBits", GLACIER + "crypto_SLCG",
-                  GLACIER + "rev_rpgo", GLACIER + "rev_sop"]
+                  GLACIER + "rev_rpgo", GLACIER + "rev_sop",
+                  HTB + "reversing_[Very_Easy]_PackedAway",  # requirements.sh installs upx: not in Debian 12
+                  HTB + "forensics_[Medium]_Data_Siege"]  # ... and dotnet-sdk-6.0 with ilspycmd
 
 
 def qit(*args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -84,7 +85,7 @@ def test_oracle_solves_file_only_tasks_in_the_sandbox(cybench_data: Path, tmp_pa
     report = qit("bench", "eval", "--input", "r.jsonl", "--json", cwd=tmp_path)
     assert report.returncode == 0, report.stderr
     metrics = json.loads(report.stdout)["groups"][0]["benchmark_metrics"]["cybench"]
-    assert metrics["attempted"] == 7 and metrics["success_rate"] == 1.0
+    assert metrics["attempted"] == len(ORACLE_FAST) and metrics["success_rate"] == 1.0
     assert set(metrics["by_category"]) == {"crypto", "forensics", "reverse"}
     if split == "guided":
         assert metrics["subtask_score"] == 1.0 and metrics["guided_final_score"] == 1.0

@@ -211,10 +211,13 @@ def test_metrics_over_rows(adapter) -> None:
         {"task_id": "osworld-vlc-c", "score": None, "success": None, "stop_reason": "requires_unavailable"},
         {"task_id": "osworld-vlc-d", "score": 0.0, "success": False, "stop_reason": "env_terminal"},
     ]
-    m = adapter.metrics(rows)
+    m = adapter.metrics(rows)  # every row counts (upstream's headline); the scored-only figures beside it
     assert (m["rows"], m["scored"], m["requires_unavailable"]) == (4, 3, 1)
-    assert m["success_rate"] == pytest.approx(1 / 3) and m["mean_score"] == pytest.approx(0.5)
-    assert m["score_over_all_rows"] == pytest.approx(1.5 / 4)
-    assert m["by_domain"]["os"] == {"rows": 2, "scored": 2, "success_rate": 0.5, "mean_score": 0.75}
-    assert m["by_domain"]["vlc"] == {"rows": 2, "scored": 1, "success_rate": 0.0, "mean_score": 0.0}
+    assert m["success_rate"] == pytest.approx(1 / 4) and m["mean_score"] == pytest.approx(1.5 / 4)
+    assert m["coverage"] == pytest.approx(3 / 4)
+    assert m["scored_success_rate"] == pytest.approx(1 / 3) and m["scored_mean_score"] == pytest.approx(0.5)
+    assert m["by_domain"]["os"] == {"rows": 2, "scored": 2, "success_rate": 0.5, "mean_score": 0.75, "coverage": 1.0,
+                                    "scored_success_rate": 0.5, "scored_mean_score": 0.75}
+    assert m["by_domain"]["vlc"] == {"rows": 2, "scored": 1, "success_rate": 0.0, "mean_score": 0.0, "coverage": 0.5,
+                                     "scored_success_rate": 0.0, "scored_mean_score": 0.0}
     assert adapter.metrics([])["success_rate"] is None

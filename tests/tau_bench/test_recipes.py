@@ -38,7 +38,8 @@ def episode(tau_data: Path, tmp_path: Path, build, agent_model, *, subset: str =
     task = adapter.load_tasks(load)[index]
     runtime = adapter.prepare(task, 0, load, tmp_path)
     models = {None: agent_model, "user": user_model}
-    ctx = RecipeContext(task=task, runtime=runtime, load=load, options=load.options, make_model=lambda n: models[n])
+    ctx = RecipeContext(task=task, runtime=runtime, load=load, options=load.options, make_model=lambda n: models[n],
+                        oracle=adapter.oracle_handle(task))
     agent = build(ctx)
     result = Engine(agent, agent_model, env=runtime.env, trace_logdir=tmp_path / "runs", fsync=False).run(task)
     evaluation = adapter.evaluate(task, result, runtime)
