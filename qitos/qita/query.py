@@ -138,7 +138,11 @@ class RunQueries:
         f.page = min(f.page, pages)
         col = SORTABLE[f.sort]
         direction = "ASC" if f.order == "asc" else "DESC"
+        def order(t: str) -> str:
+            return f"ORDER BY {t}{col} IS NULL, {t}{col} {direction}, {t}name {direction}"
+        # Sort only the keys, then read the page's rows: a deep page no longer sorts thousands of whole rows.
         rows = self.index.query(
-            f"SELECT * FROM runs{where} ORDER BY {col} IS NULL, {col} {direction}, name {direction} LIMIT ? OFFSET ?",
+            f"SELECT runs.* FROM (SELECT name FROM runs{where} {order('')} LIMIT ? OFFSET ?) AS picked "
+            f"JOIN runs ON runs.name = picked.name {order('runs.')}",
             [*params, f.per_page, (f.page - 1) * f.per_page])
         return RunPage([dict(r) for r in rows], totals, status_counts, self.facets(), pages)
