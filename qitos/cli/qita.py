@@ -22,6 +22,9 @@ Results = Annotated[Optional[list[Path]], typer.Option("--results", help="result
                                                                          "Experiment page and run success (repeatable; "
                                                                          "default: results/*.jsonl beside the logdir)")]
 OpenBrowser = Annotated[bool, typer.Option("--open", help="open the page in a web browser")]
+SecretEnvs = Annotated[Optional[list[str]], typer.Option(
+    "--secret-env", metavar="NAME",
+    help="environment variable whose value is a secret, redacted from every page and export (repeatable)")]
 CacheDir = Annotated[Optional[Path], typer.Option(help="where the SQLite index is kept (default ~/.cache/qitos/qita)")]
 
 
@@ -66,9 +69,12 @@ def _serve(logdir: Path, results: list[Path], host: str, port: int, token: str |
 def board(
     logdir: Annotated[Path, typer.Option(help="folder of run directories (the --trace-logdir of qit)")] = Path("runs"),
     results: Results = None, host: Host = "127.0.0.1", port: Port = 8765, token: Token = None,
-    open_browser: OpenBrowser = False, cache_dir: CacheDir = None,
+    open_browser: OpenBrowser = False, cache_dir: CacheDir = None, secret_env: SecretEnvs = None,
 ) -> None:
     """Serve the board for a log directory (read-only; loopback unless --host and a token say otherwise)."""
+    from .options import mark_secrets
+
+    mark_secrets(secret_env)
     _serve(logdir, results or [], host, port, token, open_browser, cache_dir, "/")
 
 
@@ -77,9 +83,12 @@ def board(
 def replay(
     run: Annotated[Path, typer.Option(help="run directory to replay")],
     results: Results = None, host: Host = "127.0.0.1", port: Port = 8765, token: Token = None,
-    open_browser: OpenBrowser = False, cache_dir: CacheDir = None,
+    open_browser: OpenBrowser = False, cache_dir: CacheDir = None, secret_env: SecretEnvs = None,
 ) -> None:
     """Start the board for the run's log directory and print (or --open) its replay page."""
+    from .options import mark_secrets
+
+    mark_secrets(secret_env)
     from urllib.parse import quote
 
     from qitos.qita.runtrace import is_run_dir
@@ -97,9 +106,12 @@ def export(
     run: Annotated[Optional[Path], typer.Option(help="run directory to export")] = None,
     benchmark: Annotated[Optional[str], typer.Option(help="export this benchmark's summary and plots instead of a run")] = None,
     logdir: Annotated[Path, typer.Option(help="with --benchmark: folder of run directories")] = Path("runs"),
-    results: Results = None, cache_dir: CacheDir = None,
+    results: Results = None, cache_dir: CacheDir = None, secret_env: SecretEnvs = None,
 ) -> None:
     """Write one self-contained HTML file of a run, or of a benchmark's plots (no network; opens from file://)."""
+    from .options import mark_secrets
+
+    mark_secrets(secret_env)
     if (run is None) == (benchmark is None):
         fail("give either --run DIR (one run) or --benchmark NAME (its configurations and plots)")
     if benchmark is not None:
@@ -118,7 +130,7 @@ def export(
 def _export_benchmark(name: str, logdir: Path, results: list[Path], cache_dir: Path | None, html: Path) -> None:
     from qitos.qita.board import Board, NotFound
     from qitos.qita.config import BoardConfig, BoardConfigError, discover_results
-    from qitos.qita.export import render_benchmark_html
+    from qitos.qita.export import export_benchmark_html
 
     try:
         board = Board(BoardConfig(logdir=logdir, results=results or discover_results(logdir), cache_dir=cache_dir))
@@ -127,7 +139,7 @@ def _export_benchmark(name: str, logdir: Path, results: list[Path], cache_dir: P
         return
     try:
         board.refresh(force=True)
-        text = render_benchmark_html(board, name)
+        out = export_benchmark_html(board, name, html)
     except NotFound as exc:
         known = ", ".join(sorted(board.configs.benchmarks())) or "none"
         fail(f"--benchmark {name}: {exc}; benchmarks here: {known}")
@@ -137,9 +149,7 @@ def _export_benchmark(name: str, logdir: Path, results: list[Path], cache_dir: P
         return
     finally:
         board.index.close()
-    html.parent.mkdir(parents=True, exist_ok=True)
-    html.write_text(text, encoding="utf-8")
-    typer.echo(f"wrote {html} ({html.stat().st_size:,} bytes)")
+    typer.echo(f"wrote {out} ({out.stat().st_size:,} bytes)")
 
 
 @app.command()

@@ -23,6 +23,7 @@ from starlette.staticfiles import StaticFiles
 from .board import Board, NotFound
 from .config import BoardConfig
 from .render import environment, render
+from .redaction import RedactMiddleware
 from .security import GuardMiddleware
 from .plots import plotly_js_path
 from .views.compare import compare_page
@@ -103,7 +104,8 @@ def build_app(config: BoardConfig, board: Board | None = None) -> Starlette:
         Route("/healthz", health),
         Mount("/static", StaticFiles(packages=[("qitos.qita", "static")]), name="static"),
     ]
-    app = Starlette(routes=routes, middleware=[Middleware(GuardMiddleware, config=config)],
+    app = Starlette(routes=routes, middleware=[Middleware(GuardMiddleware, config=config),
+                                                 Middleware(RedactMiddleware)],
                     exception_handlers={NotFound: _not_found, HTTPException: _http_error})
     app.state.board = board
     board.refresh(force=True)

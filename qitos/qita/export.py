@@ -13,6 +13,8 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from qitos.trace.redact import redact_text
+
 from .render import render, static_text
 from .conversation import run_conversation
 from .runtrace import RunFiles
@@ -80,8 +82,17 @@ def render_benchmark_html(board: Any, name: str, chosen: list[str] | None = None
                   logdir=str(board.config.logdir), has_results=bool(board.config.results), path="", **ctx)
 
 
+def export_benchmark_html(board: Any, name: str, out: Path) -> Path:
+    """`qita export --benchmark`: the page, with secret values scrubbed as in every export."""
+    out = Path(out)
+    text = redact_text(render_benchmark_html(board, name))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    return out
+
+
 def export_run_html(run_dir: Path, out: Path) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_run_html(Path(run_dir)), encoding="utf-8")
+    out.write_text(redact_text(render_run_html(Path(run_dir))), encoding="utf-8")
     return out
