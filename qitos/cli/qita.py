@@ -18,8 +18,10 @@ Host = Annotated[str, typer.Option(help="address to bind; anything but loopback 
 Port = Annotated[int, typer.Option(help="port to listen on (0 = any free port)")]
 Token = Annotated[Optional[str], typer.Option(help="access token every request must carry (generated when a "
                                                    "non-loopback --host is given without one)")]
-Results = Annotated[Optional[list[Path]], typer.Option("--results", help="results JSONL file(s) for the Experiment "
-                                                                         "page and run success: --results a.jsonl b.jsonl")]
+Results = Annotated[Optional[list[Path]], typer.Option("--results", help="results JSONL file(s) for configurations, "
+                                                                         "the Experiment page and run success "
+                                                                         "(--results a.jsonl b.jsonl; default: "
+                                                                         "results/*.jsonl beside the logdir)")]
 OpenBrowser = Annotated[bool, typer.Option("--open", help="open the page in a web browser")]
 SecretEnvs = Annotated[Optional[list[str]], typer.Option(
     "--secret-env", metavar="NAME",
@@ -29,8 +31,13 @@ CacheDir = Annotated[Optional[Path], typer.Option(help="where the SQLite index i
 
 def _serve(logdir: Path, results: list[Path], host: str, port: int, token: str | None, open_browser: bool,
            cache_dir: Path | None, path: str) -> None:
-    from qitos.qita.config import BoardConfig, BoardConfigError, is_loopback, new_token
+    from qitos.qita.config import BoardConfig, BoardConfigError, discover_results, is_loopback, new_token
     from qitos.qita.server import BoardServer
+
+    if not results and logdir.is_dir():
+        results = discover_results(logdir)
+        if results:
+            typer.echo(f"results files: {len(results)} found in {results[0].parent} (choose with --results)")
 
     generated = False
     if not is_loopback(host) and not token:
@@ -96,20 +103,53 @@ def replay(
 @app.command()
 @user_errors
 def export(
-    run: Annotated[Path, typer.Option(help="run directory to export")],
     html: Annotated[Path, typer.Option(help="output file: one self-contained page that works offline")],
-    secret_env: SecretEnvs = None,
+    run: Annotated[Optional[Path], typer.Option(help="run directory to export")] = None,
+    benchmark: Annotated[Optional[str], typer.Option(help="export this benchmark's summary and plots instead of a run")] = None,
+    logdir: Annotated[Path, typer.Option(help="with --benchmark: folder of run directories")] = Path("runs"),
+    results: Results = None, cache_dir: CacheDir = None, secret_env: SecretEnvs = None,
 ) -> None:
-    """Write one self-contained HTML file of a run (no network requests; opens from file://)."""
+    """Write one self-contained HTML file of a run, or of a benchmark's plots (no network; opens from file://)."""
     from .options import mark_secrets
 
     mark_secrets(secret_env)
+    if (run is None) == (benchmark is None):
+        fail("give either --run DIR (one run) or --benchmark NAME (its configurations and plots)")
+    if benchmark is not None:
+        _export_benchmark(benchmark, logdir, results or [], cache_dir, html)
+        return
     from qitos.qita.export import export_run_html
     from qitos.qita.runtrace import is_run_dir
 
+    assert run is not None
     if not is_run_dir(run):
         fail(f"--run {run}: not a QitOS run directory (no manifest.json, steps.jsonl or events.jsonl)")
     out = export_run_html(run, html)
+    typer.echo(f"wrote {out} ({out.stat().st_size:,} bytes)")
+
+
+def _export_benchmark(name: str, logdir: Path, results: list[Path], cache_dir: Path | None, html: Path) -> None:
+    from qitos.qita.board import Board, NotFound
+    from qitos.qita.config import BoardConfig, BoardConfigError, discover_results
+    from qitos.qita.export import export_benchmark_html
+
+    try:
+        board = Board(BoardConfig(logdir=logdir, results=results or discover_results(logdir), cache_dir=cache_dir))
+    except BoardConfigError as exc:
+        fail(str(exc))
+        return
+    try:
+        board.refresh(force=True)
+        out = export_benchmark_html(board, name, html)
+    except NotFound as exc:
+        known = ", ".join(sorted(board.configs.benchmarks())) or "none"
+        fail(f"--benchmark {name}: {exc}; benchmarks here: {known}")
+        return
+    except RuntimeError as exc:
+        fail(str(exc))
+        return
+    finally:
+        board.index.close()
     typer.echo(f"wrote {out} ({out.stat().st_size:,} bytes)")
 
 

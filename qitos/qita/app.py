@@ -16,16 +16,18 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .board import Board, NotFound
 from .config import BoardConfig
-from .render import render
+from .render import environment, render
 from .redaction import RedactMiddleware
 from .security import GuardMiddleware
+from .plots import plotly_js_path
 from .views.compare import compare_page
+from .views.configs import benchmark_export, benchmark_page, benchmarks_page, config_page, config_runs, configs_page
 from .views.experiment import experiment_page
 from .views.files import run_file
 from .views.replay import replay_frame, replay_page
@@ -73,10 +75,25 @@ def health(request: Request) -> JSONResponse:
     return JSONResponse({"ok": True, "runs": board.index.count()})
 
 
+def plotly_js(request: Request) -> Response:
+    """plotly.min.js from the installed `plotly` package (never from a CDN, never vendored in the repo)."""
+    path = plotly_js_path()
+    if path is None:
+        return _error(request, 404, "Not found", "the plotly package is not installed: pip install 'qitos[board]'")
+    return FileResponse(path, media_type="text/javascript", headers={"cache-control": "public, max-age=86400"})
+
+
 def build_app(config: BoardConfig, board: Board | None = None) -> Starlette:
     board = board or Board(config)
     routes = [
-        Route("/", _safe(runs_page)),
+        Route("/", _safe(configs_page)),
+        Route("/runs", _safe(runs_page)),
+        Route("/configs/{ident}", _safe(config_page)),
+        Route("/configs/{ident}/runs", _safe(config_runs)),
+        Route("/benchmarks", _safe(benchmarks_page)),
+        Route("/benchmarks/{name}", _safe(benchmark_page)),
+        Route("/benchmarks/{name}/export.html", _safe(benchmark_export)),
+        Route("/vendor/plotly.min.js", plotly_js),
         Route("/runs/{name}", _safe(run_page)),
         Route("/runs/{name}/replay", _safe(replay_page)),
         Route("/runs/{name}/replay/frame/{position:int}", _safe(replay_frame)),
@@ -92,4 +109,7 @@ def build_app(config: BoardConfig, board: Board | None = None) -> Starlette:
                     exception_handlers={NotFound: _not_found, HTTPException: _http_error})
     app.state.board = board
     board.refresh(force=True)
+    board.configs.all()  # configurations are computed with the index, not on the first page view
+    for name in ("configs.html.j2", "benchmarks.html.j2", "benchmark.html.j2", "runs.html.j2", "run.html.j2"):
+        environment().get_template(name)  # compiled once at start, not on a reader's first visit
     return app

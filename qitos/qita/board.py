@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .config import BoardConfig
+from .configs import ConfigCatalog
 from .index import RunIndex
 from .query import RunQueries
 from .resultsets import ResultSet, load_result_set
@@ -29,7 +30,17 @@ class Board:
         self.index = RunIndex(config.logdir, config.index_path(), config.results, config.refresh_seconds)
         self.queries = RunQueries(self.index)
         self._runs: LRU[RunFiles] = LRU(16)
-        self._results: LRU[ResultSet] = LRU(8)
+        self._results: LRU[ResultSet] = LRU(max(8, len(config.results)))
+        self.configs = ConfigCatalog(self.index, self._all_results)
+
+    def _all_results(self) -> list[tuple[Path, list[dict]]]:
+        out = []
+        for n, path in enumerate(self.config.results):
+            try:
+                out.append((path, self.result_set(n).rows))
+            except NotFound:
+                continue  # a results file removed while the board runs: its configurations go away
+        return out
 
     def refresh(self, force: bool = False) -> None:
         self.index.refresh(force=force)

@@ -49,6 +49,18 @@ def default_cache_dir() -> Path:
     return base / "qitos" / "qita"
 
 
+MAX_DISCOVERED = 2000
+
+
+def discover_results(logdir: Path) -> list[Path]:
+    """Results files `qit bench run` writes by default: `results/*.jsonl` beside (or inside) the logdir."""
+    logdir = Path(logdir).expanduser().resolve()
+    for folder in (logdir.parent / "results", logdir / "results"):
+        if folder.is_dir():
+            return sorted(p for p in folder.glob("*.jsonl") if p.is_file())[:MAX_DISCOVERED]
+    return []
+
+
 @dataclass
 class BoardConfig:
     logdir: Path

@@ -16,6 +16,7 @@ from typing import Any
 from qitos.trace.redact import redact_text
 
 from .render import render, static_text
+from .conversation import run_conversation
 from .runtrace import RunFiles
 from .security import safe_child
 from .views.replay import running_totals
@@ -53,7 +54,7 @@ def export_context(run_dir: Path) -> dict[str, Any]:
     events = files.event_page(0, files.events.count)
     problems = [str(p) for p in files.problems() + steps.problems + event_problems + events.problems]
     return {"name": files.run_dir.name, "o": run_overview(view, None), "frames": frames, "events": events.items,
-            "problems": problems}
+            "problems": problems, "conv": run_conversation(files)}
 
 
 def render_run_html(run_dir: Path) -> str:
@@ -62,6 +63,32 @@ def render_run_html(run_dir: Path) -> str:
     csp = (f"default-src 'none'; img-src data:; style-src {_csp_hash(css)}; script-src {_csp_hash(script)}; "
            "base-uri 'none'; form-action 'none'")
     return render("export.html.j2", css=css, script=script, csp=csp, export=True, **export_context(Path(run_dir)))
+
+
+def render_benchmark_html(board: Any, name: str, chosen: list[str] | None = None) -> str:
+    """One benchmark's summary and plots as a self-contained page: plotly.js and the figures inlined."""
+    from .plots import plotly_js_path
+    from .views.configs import benchmark_context
+
+    ctx = benchmark_context(board, name, chosen or [])
+    path = plotly_js_path()
+    if path is None:
+        raise RuntimeError("exporting plots needs the plotly package: pip install 'qitos[board]'")
+    css = static_text("board.css")
+    scripts = [path.read_text(encoding="utf-8"), static_text("plots.js")]
+    csp = (f"default-src 'none'; img-src data:; style-src {_csp_hash(css)}; "
+           f"script-src {' '.join(_csp_hash(s) for s in scripts)}; base-uri 'none'; form-action 'none'")
+    return render("benchmark.html.j2", css=css, scripts=scripts, csp=csp, export=True,
+                  logdir=str(board.config.logdir), has_results=bool(board.config.results), path="", **ctx)
+
+
+def export_benchmark_html(board: Any, name: str, out: Path) -> Path:
+    """`qita export --benchmark`: the page, with secret values scrubbed as in every export."""
+    out = Path(out)
+    text = redact_text(render_benchmark_html(board, name))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    return out
 
 
 def export_run_html(run_dir: Path, out: Path) -> Path:

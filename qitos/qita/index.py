@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -26,12 +27,13 @@ from qitos.benchmark.results import RowIssue, iter_rows
 from qitos.trace.reader import effective_status
 from qitos.trace.schema import Manifest
 
-INDEX_VERSION = 5
+INDEX_VERSION = 7
 FULL_SWEEP_SECONDS = 60.0
 
 COLUMNS = ("name", "mtime_ns", "manifest_status", "status", "problem", "run_id", "benchmark", "split", "model",
            "model_family", "official", "success", "score", "stop_reason", "steps", "tokens", "cost", "latency",
-           "created_at", "updated_at", "task_id", "objective", "final_result", "search", "live")
+           "created_at", "updated_at", "task_id", "objective", "final_result", "search", "live", "subset", "trial",
+           "recipe", "run_spec_ref", "results_file", "unaided")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -39,7 +41,8 @@ CREATE TABLE IF NOT EXISTS runs (
   name TEXT PRIMARY KEY, mtime_ns INTEGER, manifest_status TEXT, status TEXT, problem TEXT, run_id TEXT,
   benchmark TEXT, split TEXT, model TEXT, model_family TEXT, official INTEGER, success INTEGER, score REAL,
   stop_reason TEXT, steps INTEGER, tokens INTEGER, cost REAL, latency REAL, created_at TEXT, updated_at TEXT,
-  task_id TEXT, objective TEXT, final_result TEXT, search TEXT, live INTEGER
+  task_id TEXT, objective TEXT, final_result TEXT, search TEXT, live INTEGER, subset TEXT, trial INTEGER,
+  recipe TEXT, run_spec_ref TEXT, results_file TEXT, unaided INTEGER
 );
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
 CREATE INDEX IF NOT EXISTS runs_benchmark ON runs(benchmark, split);
@@ -47,7 +50,8 @@ CREATE INDEX IF NOT EXISTS runs_model ON runs(model);
 CREATE INDEX IF NOT EXISTS runs_status ON runs(status);
 CREATE INDEX IF NOT EXISTS runs_stop ON runs(stop_reason);
 CREATE INDEX IF NOT EXISTS runs_live ON runs(live);
-CREATE TABLE IF NOT EXISTS outcomes (name TEXT PRIMARY KEY, success INTEGER, score REAL, file TEXT);
+CREATE INDEX IF NOT EXISTS runs_config ON runs(results_file, run_spec_ref);
+CREATE TABLE IF NOT EXISTS outcomes (name TEXT PRIMARY KEY, success INTEGER, score REAL, file TEXT, trial INTEGER);
 """
 
 
@@ -89,6 +93,23 @@ def _shape_problem(m: dict[str, Any]) -> str | None:
     return None
 
 
+_TRIAL = re.compile(r"_(\d+)_\d{8}T\d{6}_[0-9a-f]{6}$")
+
+
+def _trial(run_id: str) -> int | None:
+    """The trial number written into run ids (`<prefix>_<task>_<trial>_<UTC stamp>_<6 hex>`)."""
+    match = _TRIAL.search(run_id)
+    return int(match.group(1)) if match else None
+
+
+def _unaided(m: dict[str, Any]) -> int | None:
+    """The `agent_unaided` official check: 0 when the run read gold (an oracle), None when not recorded."""
+    for check in m.get("official_checks") or []:
+        if isinstance(check, dict) and check.get("check") == "agent_unaided":
+            return 1 if check.get("passed") else 0
+    return None
+
+
 def row_from_manifest(name: str, mtime_ns: int, data: Any, problem: str | None = None) -> dict[str, Any]:
     """Index row for one run; tolerant of missing or mistyped fields (they become NULL)."""
     m = _dict(data)
@@ -102,6 +123,7 @@ def row_from_manifest(name: str, mtime_ns: int, data: Any, problem: str | None =
         status = effective_status(Manifest.model_construct(
             status="running", writer=_dict(m.get("writer")), updated_at=str(m.get("updated_at") or "")))
     evaluation = _dict(m.get("evaluation"))  # written by `qit bench run` after scoring
+    spec_meta = _dict(spec.get("metadata"))
     success = evaluation.get("success", summary.get("success"))
     row = {
         "name": name, "mtime_ns": mtime_ns, "manifest_status": manifest_status, "status": status, "problem": problem,
@@ -119,6 +141,9 @@ def row_from_manifest(name: str, mtime_ns: int, data: Any, problem: str | None =
         "created_at": _text(m.get("created_at"), 40), "updated_at": _text(m.get("updated_at"), 40),
         "task_id": _text(task.get("id"), 300), "objective": _text(task.get("objective"), 1000),
         "final_result": _text(summary.get("final_result"), 500),
+        "subset": _text(spec.get("benchmark_subset") or _dict(task.get("metadata")).get("subset"), 200),
+        "trial": _trial(str(m.get("run_id") or name)), "recipe": _text(spec_meta.get("recipe"), 100),
+        "run_spec_ref": _text(spec.get("fingerprint"), 64), "results_file": None, "unaided": _unaided(m),
     }
     if row["problem"] is None and data is not None:
         row["problem"] = _shape_problem(m)
@@ -241,10 +266,12 @@ class RunIndex:
         row = read_manifest_row(self.logdir / name)
         if row is None:
             return
-        outcome = self._db.execute("SELECT success, score FROM outcomes WHERE name = ?", (name,)).fetchone()
+        outcome = self._db.execute("SELECT success, score, file, trial FROM outcomes WHERE name = ?", (name,)).fetchone()
         if outcome is not None:
             row["success"] = row["success"] if row["success"] is not None else outcome[0]
             row["score"] = outcome[1]
+            row["results_file"] = outcome[2]
+            row["trial"] = outcome[3] if outcome[3] is not None else row["trial"]
         self._db.execute(f"INSERT OR REPLACE INTO runs ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
                          [row[c] for c in COLUMNS])
         self._known[name] = row["mtime_ns"]
@@ -259,7 +286,7 @@ class RunIndex:
             return
         self._results_mtimes = mtimes
         self.result_issues = []
-        outcomes: dict[str, tuple[int | None, float | None, str]] = {}
+        outcomes: dict[str, tuple[int | None, float | None, str, int | None]] = {}
         for path in self.results:
             if not path.exists():
                 continue
@@ -267,13 +294,15 @@ class RunIndex:
                 run_dir = row.get("trace_run_dir")
                 if isinstance(run_dir, str) and run_dir:
                     success = row.get("success")
+                    trial = row.get("trial")
                     outcomes[Path(run_dir).name] = (None if not isinstance(success, bool) else int(success),
-                                                    _num(row.get("score")), str(path))
+                                                    _num(row.get("score")), str(path),
+                                                    trial if isinstance(trial, int) else None)
         self._db.execute("DELETE FROM outcomes")
-        self._db.executemany("INSERT INTO outcomes VALUES (?, ?, ?, ?)", [(k, *v) for k, v in outcomes.items()])
-        self._db.execute("UPDATE runs SET success = (SELECT o.success FROM outcomes o WHERE o.name = runs.name), "
-                         "score = (SELECT o.score FROM outcomes o WHERE o.name = runs.name) "
-                         "WHERE name IN (SELECT name FROM outcomes)")
+        self._db.executemany("INSERT INTO outcomes VALUES (?, ?, ?, ?, ?)", [(k, *v) for k, v in outcomes.items()])
+        self._db.execute("UPDATE runs SET results_file = NULL")
+        self._db.execute("UPDATE runs SET success = o.success, score = o.score, results_file = o.file, "
+                         "trial = COALESCE(o.trial, runs.trial) FROM outcomes o WHERE o.name = runs.name")
         self.version += 1
 
     # -- reads -------------------------------------------------------------------------------

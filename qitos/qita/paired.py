@@ -109,7 +109,8 @@ def compare_paired(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]]) -
     if n:
         out.rate_a = (counts["both"] + counts["only_a"]) / n
         out.rate_b = (counts["both"] + counts["only_b"]) / n
-        out.difference = out.rate_a - out.rate_b
-        out.ci95 = paired_difference_ci(counts["both"], counts["only_a"], counts["only_b"], counts["neither"])
+        out.difference = out.rate_b - out.rate_a  # B − A, the board's one sign convention
+        a_minus_b = paired_difference_ci(counts["both"], counts["only_a"], counts["only_b"], counts["neither"])
+        out.ci95 = (-a_minus_b[1], -a_minus_b[0]) if a_minus_b else None
     out.p_value, out.test = mcnemar(counts["only_a"], counts["only_b"])
     return out

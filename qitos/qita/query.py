@@ -16,7 +16,7 @@ from .index import RunIndex
 SORTABLE = {
     "created": "created_at", "run": "name", "status": "status", "benchmark": "benchmark", "split": "split",
     "model": "model", "task": "task_id", "steps": "steps", "tokens": "tokens", "cost": "cost", "latency": "latency",
-    "stop": "stop_reason", "success": "success", "official": "official",
+    "stop": "stop_reason", "success": "success", "official": "official", "recipe": "recipe",
 }
 FACETS = ("benchmark", "split", "model", "status", "stop_reason")
 MAX_PER_PAGE = 500
@@ -92,7 +92,7 @@ class RunFilter:
 
     def link(self, **override: Any) -> str:
         query = urlencode(self.params(**override))
-        return "/" + (f"?{query}" if query else "")
+        return "/runs" + (f"?{query}" if query else "")
 
     def sort_link(self, key: str) -> str:
         order = "asc" if self.sort == key and self.order == "desc" else "desc"
@@ -129,7 +129,7 @@ class RunQueries:
             "SELECT COUNT(*) AS runs, COALESCE(SUM(tokens), 0) AS tokens, SUM(cost) AS cost, "
             "COUNT(cost) AS cost_known, AVG(latency) AS mean_latency, SUM(steps) AS steps, "
             "SUM(CASE WHEN success = 1 THEN 1 ELSE 0 END) AS successes, COUNT(success) AS scored, "
-            f"SUM(official) AS official FROM runs{where}", params)[0]
+            f"SUM(official) AS official, COUNT(DISTINCT benchmark) AS benchmarks FROM runs{where}", params)[0]
         totals = dict(totals_row)
         totals["success_rate"] = totals["successes"] / totals["scored"] if totals["scored"] else None
         status_counts = {r[0]: r[1] for r in self.index.query(
@@ -138,7 +138,11 @@ class RunQueries:
         f.page = min(f.page, pages)
         col = SORTABLE[f.sort]
         direction = "ASC" if f.order == "asc" else "DESC"
+        def order(t: str) -> str:
+            return f"ORDER BY {t}{col} IS NULL, {t}{col} {direction}, {t}name {direction}"
+        # Sort only the keys, then read the page's rows: a deep page no longer sorts thousands of whole rows.
         rows = self.index.query(
-            f"SELECT * FROM runs{where} ORDER BY {col} IS NULL, {col} {direction}, name {direction} LIMIT ? OFFSET ?",
+            f"SELECT runs.* FROM (SELECT name FROM runs{where} {order('')} LIMIT ? OFFSET ?) AS picked "
+            f"JOIN runs ON runs.name = picked.name {order('runs.')}",
             [*params, f.per_page, (f.page - 1) * f.per_page])
         return RunPage([dict(r) for r in rows], totals, status_counts, self.facets(), pages)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qitos.benchmark.metrics import dedupe, summarize
+from qitos.benchmark.metrics import ROW_REQUIRED, dedupe, summarize
 from qitos.benchmark.results import RowIssue, iter_rows
 
 
@@ -38,13 +38,34 @@ class ResultSet:
     path: Path
     rows: list[dict[str, Any]]
     issues: list[RowIssue]
-    metrics: dict[str, Any]
-    benchmark_metrics: dict[str, Any] = field(default_factory=dict)
-    benchmark_metrics_error: str | None = None
+    name: str | None = None  # a configuration's id, when the set is one configuration rather than a file
+    title: str | None = None  # that configuration's name
+    _metrics: dict[str, Any] | None = field(default=None, repr=False)
+    _plugin: tuple[dict[str, Any], str | None] | None = field(default=None, repr=False)
+
+    def _plugin_result(self) -> tuple[dict[str, Any], str | None]:
+        """Benchmark metrics load the adapters (slow imports): only when a page shows them."""
+        if self._plugin is None:
+            self._plugin = _plugin_metrics(self.rows)
+        return self._plugin
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        if self._metrics is None:
+            self._metrics = summarize(self.rows)
+        return self._metrics
+
+    @property
+    def benchmark_metrics(self) -> dict[str, Any]:
+        return self._plugin_result()[0]
+
+    @property
+    def benchmark_metrics_error(self) -> str | None:
+        return self._plugin_result()[1]
 
     @property
     def label(self) -> str:
-        return self.path.name
+        return self.title or self.path.name
 
     @property
     def trials(self) -> list[int]:
@@ -94,7 +115,5 @@ def _plugin_metrics(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], str | N
 
 def load_result_set(path: Path) -> ResultSet:
     issues: list[RowIssue] = []
-    rows = dedupe(iter_rows(path, issues))
-    metrics = summarize(rows)
-    bench, problem = _plugin_metrics(rows)
-    return ResultSet(path, rows, issues, metrics, bench, problem)
+    rows = dedupe(iter_rows(path, issues, required=ROW_REQUIRED))  # the rows `qit bench eval` counts
+    return ResultSet(path, rows, issues)

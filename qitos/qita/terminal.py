@@ -69,6 +69,6 @@ def print_diff(report: dict[str, Any], console: Console | None = None) -> None:
                       f"neither {c.get('neither', 0)}")
         if p["difference"] is not None:
             low, high = p["ci95"]
-            console.print(f"  success A − B = {100 * p['difference']:+.1f} pts, 95% CI [{100 * low:+.1f}, {100 * high:+.1f}] "
+            console.print(f"  success B − A = {100 * p['difference']:+.1f} pts, 95% CI [{100 * low:+.1f}, {100 * high:+.1f}] "
                           f"(Newcombe, paired)")
         console.print(f"  McNemar p = {p['mcnemar_p']:.4f} ({p['test']})")

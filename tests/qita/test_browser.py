@@ -16,7 +16,7 @@ expect = pytest.importorskip("playwright.sync_api", reason="the playwright packa
 
 
 def test_filter_the_run_list(board_server, page, corpus):
-    page.goto(board_server.url("/"))
+    page.goto(board_server.url("/runs"))
     total = int(page.inner_text("#total-runs"))
     assert total >= 20
     page.select_option("select[name=benchmark]", "jsonl")  # applies on change
@@ -26,21 +26,21 @@ def test_filter_the_run_list(board_server, page, corpus):
     page.wait_for_url(re.compile(r"success=no"))
     assert page.inner_text("#total-runs") == "3"
     assert sorted(page.locator("a.run-link").all_inner_texts()) == ["t1", "t3", "t5"]
-    page.goto(board_server.url("/"))
+    page.goto(board_server.url("/runs"))
     page.fill("input[name=q]", "budget")
     page.press("input[name=q]", "Enter")
     page.wait_for_url(re.compile(r"q=budget"))
     assert page.locator("a.run-link").all_inner_texts() == ["budget-task"]
-    page.goto(board_server.url("/?sort=steps&order=desc&per_page=25"))
+    page.goto(board_server.url("/runs?sort=steps&order=desc&per_page=25"))
     assert page.locator("a.run-link").first.inner_text() == "long-task"
     assert page.locator("text=corrupt manifest.json").count() == 1  # the bad run is listed, marked
-    page.goto(board_server.url("/?benchmark=jsonl&success=no"))
+    page.goto(board_server.url("/runs?benchmark=jsonl&success=no"))
     screenshot(page, "runs_filtered")
     assert page.errors == [] and page.dialogs == []
 
 
 def test_open_a_run_and_step_through_replay(board_server, page, corpus):
-    page.goto(board_server.url("/?q=divergent&sort=run&order=asc"))
+    page.goto(board_server.url("/runs?q=divergent&sort=run&order=asc"))
     page.click(f"a.run-link[href='/runs/{corpus.runs['pair_a']}']")
     page.wait_for_url(re.compile(corpus.runs["pair_a"]))
     assert page.locator("article.step").count() == 4
@@ -77,7 +77,7 @@ def test_open_a_run_and_step_through_replay(board_server, page, corpus):
 
 def test_compare_two_runs_shows_the_diverging_step(board_server, page, corpus):
     a, b = corpus.runs["pair_a"], corpus.runs["pair_b"]
-    page.goto(board_server.url("/?q=divergent"))
+    page.goto(board_server.url("/runs?q=divergent"))
     compare = page.locator("#compare-form button")
     assert compare.is_disabled()
     page.check(f"input[name=run][value='{a}']")
@@ -90,7 +90,9 @@ def test_compare_two_runs_shows_the_diverging_step(board_server, page, corpus):
     diverged = page.locator(".pair.diverged")
     assert diverged.count() == 1 and "gamma" in diverged.inner_text() and "DELTA" in diverged.inner_text()
     config = page.inner_text("#config")
-    assert "stop_criteria.parse_error_limit" in config and "seed" in config
+    assert "3 differing fields" in config  # the RunSpec diff tree opens on what changed
+    for path in ("stop_criteria.parse_error_limit", "seed"):
+        expect(page.locator(f"#config ul.spec-tree li.changed[data-path='{path}']")).to_be_visible()
     page.click("#divergence-note a")
     screenshot(page, "compare")
     assert page.errors == []
@@ -101,7 +103,7 @@ def test_experiment_with_two_results_files(board_server, page, corpus):
     assert page.inner_text("#both strong") == "3" and page.inner_text("#only-a strong") == "3"
     assert page.inner_text("#only-b strong") == "0" and page.inner_text("#neither strong") == "0"
     assert "p = 0.2500" in page.inner_text("#mcnemar") and "exact binomial" in page.inner_text("#mcnemar")
-    assert "50.0 pts" in page.inner_text("#difference") and "95% CI" in page.inner_text("#difference")
+    assert "-50.0 pts" in page.inner_text("#difference") and "95% CI" in page.inner_text("#difference")
     screenshot(page, "experiment")
     page.locator(".result-set").nth(1).locator(".cell-bad a").first.click()  # a failed cell opens its trace
     page.wait_for_url(re.compile(r"/runs/jsonl_t"))
@@ -124,7 +126,7 @@ def test_trace_text_renders_as_text_and_no_dialog_fires(board_server, page, corp
     expect(page.locator("#state-step")).to_have_text("3")
     assert XSS_IMG in page.inner_text("#replay-stage")
     page.goto(board_server.url(f"/compare?a={name}&b={corpus.runs['pair_a']}"))
-    page.goto(board_server.url("/?q=xss"))
+    page.goto(board_server.url("/runs?q=xss"))
     page.wait_for_timeout(300)
     assert page.dialogs == [] and page.errors == []
 

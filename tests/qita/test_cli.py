@@ -53,11 +53,12 @@ def test_diff_two_results_files(corpus, tmp_path):
     paired = report["paired"]
     assert paired["counts"] == {"both": 3, "only_a": 3, "only_b": 0, "neither": 0}
     assert paired["mcnemar_p"] == pytest.approx(0.25) and paired["test"] == "exact binomial"
-    assert paired["difference"] == pytest.approx(0.5) and paired["ci95"][0] <= 0.5 <= paired["ci95"][1]
+    # B − A everywhere: the half oracle (B) solves half as many
+    assert paired["difference"] == pytest.approx(-0.5) and paired["ci95"][0] <= -0.5 <= paired["ci95"][1] < 0
     deltas = {m["metric"]: m for m in report["metrics"]}
     assert deltas["success_rate"]["delta"] == pytest.approx(-0.5) and "pass^1" in deltas
     text = qita("diff", oracle, half, cwd=tmp_path).stdout
-    assert "McNemar p = 0.2500" in text and "only A 3" in text
+    assert "McNemar p = 0.2500" in text and "only A 3" in text and "success B − A = -50.0 pts" in text
     mixed = qita("diff", oracle, corpus.logdir / corpus.runs["pair_a"], cwd=tmp_path)
     assert mixed.returncode == 2 and "cannot compare" in mixed.stderr
     missing = qita("diff", tmp_path / "nope", oracle, cwd=tmp_path)
@@ -112,7 +113,7 @@ def test_board_off_loopback_generates_and_requires_a_token(corpus, tmp_path):
         base = f"http://127.0.0.1:{port}/"
         assert _get(base)[0] == 401
         status, body = _get(f"{base}?token={token}")
-        assert status == 200 and "Runs" in body
+        assert status == 200 and "Configurations" in body
         assert _get(base, {"X-Qita-Token": token})[0] == 200
     finally:
         proc.terminate()

@@ -16,7 +16,8 @@ from .corpus import XSS_IMG, XSS_SCRIPT, tree_digest
 
 def test_every_page_renders_for_every_run(client, corpus):
     before = tree_digest(corpus.logdir)
-    assert client.get("/").status_code == 200
+    for url in ("/", "/runs", "/benchmarks", "/benchmarks/jsonl"):
+        assert client.get(url).status_code == 200, url
     for name in corpus.runs.values():
         for url in (f"/runs/{name}", f"/runs/{name}/replay", f"/runs/{name}/export.html"):
             response = client.get(url)
@@ -30,7 +31,7 @@ def test_every_page_renders_for_every_run(client, corpus):
 
 
 def test_bad_runs_show_a_clear_marker(client, corpus):
-    listing = client.get("/?per_page=200").text
+    listing = client.get("/runs?per_page=200").text
     assert "corrupt manifest.json" in listing and "exploded" in listing
     corrupt = client.get(f"/runs/{corpus.runs['corrupt']}").text
     assert "corrupt manifest.json" in corrupt and "step 1" in corrupt  # steps still shown
@@ -46,7 +47,7 @@ def test_bad_runs_show_a_clear_marker(client, corpus):
 def test_trace_text_is_escaped_everywhere(client, corpus):
     name = corpus.runs["xss"]
     pages = [client.get(u).text for u in (f"/runs/{name}", f"/runs/{name}/replay?step=2", f"/runs/{name}/replay/frame/3",
-                                          f"/?q=xss", f"/compare?a={name}&b={corpus.runs['pair_a']}",
+                                          f"/runs?q=xss", f"/compare?a={name}&b={corpus.runs['pair_a']}",
                                           f"/runs/{name}/export.html")]
     for html in pages:
         assert "<script>alert" not in html and "<img src=x" not in html
@@ -158,7 +159,7 @@ def test_a_run_being_written_updates_live(tmp_path):
     writer.write_manifest()
     app = build_app(BoardConfig(logdir=logdir, cache_dir=tmp_path / "cache", refresh_seconds=0))
     with TestClient(app, base_url="http://127.0.0.1") as c:
-        assert "status-running" in c.get("/").text
+        assert "status-running" in c.get("/runs").text
         page = c.get(f"/runs/{writer.run_id}").text
         assert 'id="live-reload"' in page and "No steps recorded" in page
         writer.event("model_request", "DECIDE", {"message_count": 1}, step_id=1)
@@ -167,7 +168,7 @@ def test_a_run_being_written_updates_live(tmp_path):
         assert "first observation" in page and "1 events" in page
         assert "step 1 / 1" in c.get(f"/runs/{writer.run_id}/replay").text
         writer.finalize("completed", RunSummary(stop_reason="final", final_result="grown", steps=1))
-        listing = c.get("/").text
+        listing = c.get("/runs").text
         assert "status-completed" in listing and "status-running" not in listing
         assert 'id="live-reload"' not in c.get(f"/runs/{writer.run_id}").text
     app.state.board.index.close()

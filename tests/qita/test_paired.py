@@ -52,7 +52,9 @@ def test_compare_paired_pairs_shared_keys_only():
     result = compare_paired(a, b)
     assert result.unit == "task" and len(result.pairs) == 4
     assert result.counts == {"both": 1, "only_a": 2, "only_b": 1, "neither": 0}
-    assert result.rate_a == 0.75 and result.rate_b == 0.5 and result.difference == 0.25
+    assert result.rate_a == 0.75 and result.rate_b == 0.5 and result.difference == -0.25  # B − A
+    low, high = result.ci95
+    assert low < -0.25 < high  # the interval of B − A: A's Newcombe interval mirrored
     assert result.tasks_only_in_a == 1 and result.tasks_only_in_b == 2  # "unscored" has no score in A
     assert result.test == "exact binomial" and result.p_value == pytest.approx(1.0)
     trials = compare_paired([row("t", True, 0), row("t", False, 1)], [row("t", True, 0), row("t", True, 1)])

@@ -94,6 +94,10 @@ def test_fork_bomb_memory_hog_and_disk_fill_each_end_as_a_tool_error(tmp_path: P
         "i=0; while true; do head -c 50M /dev/zero > /tmp/fill$i || break; i=$((i+1)); done; echo wrote $i",
         "rm -f /tmp/fill*; echo alive",
     ]
+    def cgroups() -> set[Path]:
+        return {p for base in {support.pids, support.memory} if base for p in Path(base).glob("qitos-sandbox-*")}
+
+    before = cgroups()  # other runs on this machine may hold theirs; this run must leave none of its own
     started = time.monotonic()
     env = {"QITOS_SANDBOX_DISK": "300M", "QITOS_SANDBOX_MEMORY": "1G"}
     if mechanism == "no-cgroup":
@@ -107,8 +111,6 @@ def test_fork_bomb_memory_hog_and_disk_fill_each_end_as_a_tool_error(tmp_path: P
     assert "memory limit reached: the command used more than 1.0 GiB" in hog and "none (killed)" in hog, [o[:60] + " ... " + o[-300:] for o in outputs]
     assert "disk limit reached" in fill and "none (killed)" in fill, [o[:60] + " ... " + o[-300:] for o in outputs]
     assert "alive" in after and "exit code 0" in after, outputs[-1]  # the run went on, the sandbox still works
-    assert elapsed < 90, f"the three attacks took {elapsed:.0f} s"
+    assert elapsed < 600, f"the three attacks took {elapsed:.0f} s"  # a hang guard, not a timing claim
     assert "fixed" in done.stdout or "not fixed" in done.stdout  # the demo finished and ran its verify
-    leftovers = [p for base in {support.pids, support.memory} if base
-                 for p in Path(base).glob(f"qitos-sandbox-*")]
-    assert leftovers == []  # every command's cgroup was removed
+    assert cgroups() - before == set()  # every command's cgroup was removed

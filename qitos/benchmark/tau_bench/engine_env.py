@@ -141,8 +141,9 @@ class TauEngineEnv:
             raise EnvStateError("a tau-bench episode runs once; prepare a new runtime for another trial")
         self.env = TauEnv(self.domain, self.task_index, self.split, user=self.user)
         self.first_message = self.env.reset().observation
+        # The user's instruction goes to the trace (the board shows it above the chat), never to the agent.
         self.emit("env_reset", {"observation": self.first_message, "user_strategy": self.user.strategy,
-                                "user": self.user_config})
+                                "user": self.user_config, "user_instruction": self.env.task.instruction})
         return self.first_message
 
     def act(self, name: str, arguments: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ from starlette.responses import HTMLResponse
 
 from ..diff import RUN_METRICS, config_diff, first_divergence, metric_deltas, run_metrics, text_differs
 from ..board import Board
+from ..spectree import build_tree, reproducibility, side_names
 from .common import board_of, int_param, page
 from .run import board_assets, pager, run_overview, step_views
 
@@ -64,9 +65,21 @@ def compare_page(request: Request) -> HTMLResponse:
         right = sides[1][i - offset] if i - offset < len(sides[1]) else None
         rows.append({"position": i + 1, "a": left, "b": right, "diverged": bool(divergence and divergence.position == i),
                      "after": bool(divergence and i > divergence.position), "text_only": i in text_only})
-    metrics = metric_deltas(run_metrics(views[0].data, len(digests[0])), run_metrics(views[1].data, len(digests[1])),
-                            RUN_METRICS)
+    outcomes = [_outcome(board.index.get(a)), _outcome(board.index.get(b))]
+    metrics = metric_deltas({**outcomes[0], **run_metrics(views[0].data, len(digests[0]))},
+                            {**outcomes[1], **run_metrics(views[1].data, len(digests[1]))}, ["success", "score", *RUN_METRICS])
+    specs = [views[0].data.get("run_spec") or {}, views[1].data.get("run_spec") or {}]
+    exps = [views[0].data.get("experiment_spec") or {}, views[1].data.get("experiment_spec") or {}]
+    name_a, name_b, _ = side_names(specs[0], specs[1])
     return page(request, "compare.html.j2", a=a, b=b, ready=True,
                 oa=run_overview(views[0], board.index.get(a)), ob=run_overview(views[1], board.index.get(b)),
                 config=config_diff(views[0].data, views[1].data), metrics=metrics, divergence=divergence,
-                rows=rows, pager=p, problems=problems, text_only=len(text_only))
+                rows=rows, pager=p, problems=problems, text_only=len(text_only),
+                repro=reproducibility(views[0].data, views[1].data), name_a=name_a, name_b=name_b,
+                run_tree=build_tree(specs[0], specs[1], compare=True), exp_tree=build_tree(exps[0], exps[1], compare=True))
+
+
+def _outcome(row: dict[str, Any] | None) -> dict[str, Any]:
+    """Success and score of a run as its results row says (None when no results file names it)."""
+    success = row.get("success") if row else None
+    return {"success": None if success is None else bool(success), "score": row.get("score") if row else None}

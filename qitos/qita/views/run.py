@@ -14,7 +14,9 @@ from urllib.parse import quote
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from ..conversation import run_conversation
 from ..diff import flatten
+from ..spectree import build_tree
 from ..runtrace import ManifestView, Page, RunFiles
 from ..security import safe_child
 from ..tracefile import LineProblem
@@ -92,6 +94,7 @@ def run_overview(view: ManifestView, index_row: dict[str, Any] | None) -> dict[s
         "status": view.status, "problem": view.problem, "raw": view.raw,
         "checks": [c for c in m.get("official_checks") or [] if isinstance(c, dict)],
         "run_spec": flatten(run_spec) if run_spec else {}, "experiment_spec": flatten(exp_spec) if exp_spec else {},
+        "run_spec_tree": build_tree(run_spec), "experiment_spec_tree": build_tree(exp_spec),
         **_outcome(m, index_row),
     }
 
@@ -124,6 +127,7 @@ def run_page(request: Request) -> HTMLResponse:
     board.refresh()
     problems = [str(p) for p in files.problems() + steps.problems + event_problems + events.problems]
     return page(request, "run.html.j2", name=name, o=run_overview(files.manifest(), board.index.get(name)),
+                conv=run_conversation(files),
                 steps=views, steps_pager=steps_pager, events=events.items, events_pager=events_pager,
                 problems=problems, events_open=request.query_params.get("events_page") is not None)
 

@@ -8,7 +8,7 @@ from starlette.responses import HTMLResponse
 from ..query import SORTABLE, RunFilter
 from .common import board_of, page
 
-COLUMNS = [("run", "run"), ("status", "status"), ("benchmark", "benchmark"), ("model", "model"),
+COLUMNS = [("run", "run"), ("status", "status"), ("benchmark", "benchmark"), ("recipe", "recipe"), ("model", "model"),
            ("success", "success"), ("stop", "stop reason"), ("steps", "steps"), ("tokens", "tokens"),
            ("cost", "cost"), ("latency", "latency"), ("created", "created")]
 
