@@ -150,7 +150,8 @@ class CybenchOracleAgent(AgentModule):
             """Run the task's reference solution in the sandbox (validation only; agents never see it)."""
             agent.tried = True  # once only: a crash here is recorded, not retried
             agent.result = run_oracle(record, handles["oracle_root"], timeout_seconds=opts.oracle_timeout,
-                                      python_path=opts.python_path, variant=handles["variant"])
+                                      python_path=opts.python_path, variant=handles["variant"],
+                                      toolchain=handles.get("toolchain"), hosts=env.runtime.hosts)
             return _oracle_summary(agent.result)
 
         submit = next(t for t in env.tools() if t.name == "submit")

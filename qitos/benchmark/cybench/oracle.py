@@ -34,6 +34,8 @@ from qitos.benchmark.cybench.runtime import (
     requires_unavailable_reason,
 )
 from qitos.benchmark.cybench.scoring import exact_match
+from qitos.benchmark.cybench.services import plan_for
+from qitos.benchmark.cybench.stack import ServiceStack, ServiceStartError
 from qitos.benchmark.cybench.tasks import CybenchTask, Variant
 from qitos.benchmark.sandbox import WORK_MOUNT
 
@@ -98,11 +100,16 @@ def run_oracle(
     timeout_seconds: float = 300.0,
     python_path: Sequence[Path] = (),
     variant: Variant = "hard",
+    toolchain: Path | None = None,
+    hosts: dict[str, str] | None = None,
 ) -> OracleResult:
     """Stage `task` under `root` (emptied first), run its reference solution in the sandbox, score the flag.
 
     `python_path`: host folders of extra Python packages (e.g. `pip install --target DIR pycryptodome`),
-    mounted read-only on the sandbox's PYTHONPATH; the sandbox otherwise sees only the system python3.
+    mounted read-only on the sandbox's PYTHONPATH; `toolchain`: the CTF toolchain venv (toolchain.py),
+    first on the sandbox's PATH. Without either, the sandbox sees only the system python3.
+    `hosts`: the running services' addresses (stack.py); a service task run without them has its
+    services started here and removed afterwards.
     """
     reason = requires_unavailable_reason(task)
     command = solution_command(task)
@@ -111,8 +118,16 @@ def run_oracle(
     if reason is not None:
         return OracleResult(task_id=task.task_id, ran=False, skipped_reason=reason)
     assert command is not None
+    plan = plan_for(task)
+    if plan is not None and hosts is None:  # a service task run on its own: bring its services up here
+        try:
+            with ServiceStack(plan) as stack:
+                return run_oracle(task, root, timeout_seconds=timeout_seconds, python_path=python_path,
+                                  variant=variant, toolchain=toolchain, hosts=stack.hosts())
+        except ServiceStartError as exc:
+            return OracleResult(task_id=task.task_id, ran=False, skipped_reason=f"services did not start: {exc}")
     gold = task.gold()
-    with CybenchRuntime(task, root, variant=variant, python_path=python_path,
+    with CybenchRuntime(task, root, variant=variant, python_path=python_path, toolchain=toolchain, hosts=hosts,
                         command_timeout_seconds=timeout_seconds, max_output_bytes=ORACLE_MAX_OUTPUT_BYTES) as runtime:
         missing = [f"{r.kind}:{r.name}" for r in runtime.check_requirements().missing]
         try:
