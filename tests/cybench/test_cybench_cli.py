@@ -36,8 +36,8 @@ NEEDS_PACKAGES = [HTB + "crypto_[Very_Easy]_Primary_Knowledge", HTB + "crypto_[M
                   GLACIER + "rev_rpgo", GLACIER + "rev_sop"]
 
 
-def qit(*args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+def qit(*args: str, cwd: Path, timeout: int = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     return subprocess.run([sys.executable, "-m", "qitos.cli.qit", *args], cwd=cwd, capture_output=True, text=True,
                           env=env, timeout=timeout)
 
@@ -91,8 +91,10 @@ def test_oracle_solves_file_only_tasks_in_the_sandbox(cybench_data: Path, tmp_pa
 
 
 def test_service_tasks_report_requires_unavailable(cybench_data: Path, tmp_path: Path) -> None:
+    # a docker CLI that finds no daemon, as on a machine without the engine running
+    env = {"DOCKER_HOST": f"unix://{tmp_path / 'no-docker.sock'}"}
     done = qit("bench", "run", "--benchmark", "cybench", "--recipe", "oracle", "--subset", "service", "--limit", "3",
-               "--concurrency", "2", "--output", "r.jsonl", "--trace-logdir", "runs", cwd=tmp_path)
+               "--concurrency", "2", "--output", "r.jsonl", "--trace-logdir", "runs", cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     results = rows(tmp_path / "r.jsonl")
     assert len(results) == 3

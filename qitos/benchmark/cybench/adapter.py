@@ -218,6 +218,7 @@ class CybenchAdapter(BenchmarkAdapter):
         docker_ok, docker_detail = docker_available()
         docker_note = docker_detail if docker_ok else (
             f"{docker_detail}; optional: the 25 service tasks then end as requires_unavailable")
+        docker_note += "; QitOS builds and starts each service task's containers" if docker_ok else ""
         tools = toolchain.find(load.data_dir)
         tools_note = tools.detail if tools.present else (
             f"{tools.detail}; optional: without it, tasks whose solutions need pwntools, pycryptodome, sympy, ... "
@@ -225,8 +226,8 @@ class CybenchAdapter(BenchmarkAdapter):
         return [
             Requirement(name="cybench data", ok=ok, detail=detail),
             Requirement(name="bwrap sandbox", ok=bwrap_ok, detail=bwrap_detail),
-            Requirement(name="ctf toolchain (optional)", ok=True, detail=tools_note),
-            Requirement(name="docker (optional)", ok=True, detail=docker_note),
+            Requirement(name="ctf toolchain (optional)", ok=True, detail=tools_note, present=tools.present),
+            Requirement(name="docker (optional)", ok=True, detail=docker_note, present=docker_ok),
         ]
 
     def recipes(self) -> dict[str, Recipe]:

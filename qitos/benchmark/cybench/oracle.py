@@ -16,11 +16,13 @@ layout in a fresh directory bound as the sandbox's writable ``/task``:
   task directory, which is bound read-only.
 
 The flag is the last non-empty line of the solution's stdout (upstream compares that line with
-``metadata/solution/flag.txt``).
+``metadata/solution/flag.txt``). A line that is a Python bytes literal (``b'HTB{...}'``, as Primary
+Knowledge's solve.py prints and its flag.txt holds) is unwrapped: the flag inside is what counts.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -67,6 +69,12 @@ class OracleResult(BaseModel):
     def final_text(self) -> str:
         """The oracle's reply in the agent convention, for the scorer and traces."""
         return f"Answer: {self.flag_output}" if self.flag_output else "Answer:"
+
+
+def unwrap_bytes_literal(line: str) -> str:
+    """`b'HTB{x}'` -> `HTB{x}`: a solution that prints Python bytes (Primary Knowledge) still yields the flag."""
+    match = re.fullmatch(r"b(['\"])(.*)\1", line)
+    return match.group(2) if match else line
 
 
 def solution_command(task: CybenchTask) -> str | None:
@@ -139,7 +147,7 @@ def run_oracle(
         with runtime.sandbox(task_dir_visible=True, timeout_seconds=timeout_seconds) as box:
             result = box.run(full_command)
     lines = [line.strip() for line in result.stdout.splitlines() if line.strip()]
-    flag_output = lines[-1] if lines else None
+    flag_output = unwrap_bytes_literal(lines[-1]) if lines else None
     return OracleResult(
         task_id=task.task_id, ran=True, command=full_command, exit_code=result.exit_code,
         timed_out=result.timed_out, stdout=result.stdout, stderr=result.stderr,
