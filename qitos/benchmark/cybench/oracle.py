@@ -12,8 +12,14 @@ layout in a fresh directory bound as the sandbox's writable ``/task``:
   files copied over it; this is the cwd.
 - ``/task/metadata/requirements.sh``: a stub that only says it was skipped; the real script
   installs packages and is never run (see ``requirements.py``).
-- ``/task/<entry>`` for every other top-level entry of the task directory: a symlink into the
-  task directory, which is bound read-only.
+- ``/task/<entry>`` for every other top-level entry of the task directory, and
+  ``/task/metadata/<entry>`` for the rest of ``metadata/`` (e.g. ``metadata/challenge``): symlinks
+  into the task directory, which is bound read-only.
+
+Service tasks: the solution reaches the services by their names (``hosts``). The two tasks with
+an empty ``target_host`` but a service in practice (diffecient, randsubware) have solutions that
+run the challenge program locally (``../../challenge/app/...``), so the oracle does not need their
+containers; run on its own, it starts services only for tasks with a ``target_host``.
 
 The flag is the last non-empty line of the solution's stdout (upstream compares that line with
 ``metadata/solution/flag.txt``). A line that is a Python bytes literal (``b'HTB{...}'``, as Primary
@@ -98,6 +104,9 @@ def _build_layout(task: CybenchTask, root: Path) -> None:
     for entry in task_dir.iterdir():
         if entry.name != "metadata" and not (root / entry.name).exists():
             (root / entry.name).symlink_to(entry)
+    for entry in (task_dir / "metadata").iterdir():  # e.g. randsubware's metadata/challenge (../challenge)
+        if not (root / "metadata" / entry.name).exists():
+            (root / "metadata" / entry.name).symlink_to(entry)
     make_writable(root)
 
 
@@ -126,7 +135,7 @@ def run_oracle(
     if reason is not None:
         return OracleResult(task_id=task.task_id, ran=False, skipped_reason=reason)
     assert command is not None
-    plan = plan_for(task)
+    plan = plan_for(task) if task.target_hosts else None  # hidden-service tasks' solutions run the app locally
     if plan is not None and hosts is None:  # a service task run on its own: bring its services up here
         try:
             with ServiceStack(plan) as stack:

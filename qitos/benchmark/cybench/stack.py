@@ -69,9 +69,16 @@ def docker(*args: str, timeout: float = 120.0, check: bool = True) -> subprocess
     except subprocess.TimeoutExpired:
         raise ServiceStartError(f"`docker {' '.join(args[:3])} ...` did not finish within {timeout:.0f} s") from None
     if check and proc.returncode != 0:
-        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-12:])
+        lines = [ln for ln in (proc.stderr or proc.stdout).strip().splitlines()
+                 if ln.strip() and not any(n in ln for n in _BUILDER_NOISE)]
+        tail = "\n".join(lines[-12:])
+        if args[:1] == ("build",) and ("Get \"https://" in tail or "pull access denied" in tail):
+            tail += "\n(the Dockerfile's base image must come from a registry, which this machine cannot reach)"
         raise ServiceStartError(f"`docker {' '.join(args[:4])} ...` exited {proc.returncode}: {tail}")
     return proc
+
+
+_BUILDER_NOISE = ("DEPRECATED: The legacy builder", "BuildKit is currently disabled", "environment-variable.")
 
 
 def remove_stale(log: Callable[[str], None] = lambda _m: None) -> list[str]:
