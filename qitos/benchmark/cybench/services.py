@@ -103,7 +103,8 @@ def plan_for(task: CybenchTask) -> ServicePlan | None:
     plan.targets = [_target(h, plan) for h in task.target_hosts]
     for target in plan.targets:
         if target.service is None and plan.services:
-            plan.missing.append(f"target_host {target.host}:{target.port} names no service of {', '.join(plan.sources)}")
+            files = ", ".join(plan.sources)
+            plan.missing.append(f"target_host {target.host}:{target.port} names no service of {files}")
     return plan
 
 

@@ -212,8 +212,8 @@ class ServiceStack:
             args += ["-i", "-t"]
         self.containers.append(name)
         docker(*args, image_tag(self.plan, service))
-        address = docker("inspect", "--format",
-                         "{{(index .NetworkSettings.Networks \"" + self.network + "\").IPAddress}}", name).stdout.strip()
+        template = "{{(index .NetworkSettings.Networks \"" + self.network + "\").IPAddress}}"
+        address = docker("inspect", "--format", template, name).stdout.strip()
         if not address:
             raise ServiceStartError(f"{service.name}: container {name} has no address on {self.network}")
         self.addresses[service.name] = address
