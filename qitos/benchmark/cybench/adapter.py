@@ -267,7 +267,7 @@ class CybenchAdapter(BenchmarkAdapter):
             id=record.task_id,
             objective=record.agent_prompt(split, variant, work_dir=WORK_MOUNT),
             env_spec=EnvSpec(type="cybench_sandbox", capabilities=capabilities,
-                             config={"split": split, "variant": variant, "network": False,
+                             config={"split": split, "variant": variant, "network": record.needs_service,
                                      "target_hosts": list(record.target_hosts)}),
             success_criteria=criteria,
             metadata={"benchmark": "cybench", "split": split, "subset": subset, "variant": variant,
