@@ -99,8 +99,12 @@ def _install_toolchain(name: str, root: Path) -> None:
     if name != "cybench":
         raise BenchmarkUsageError(f"--toolchain: only cybench has a toolchain, not {name}; "
                                   "run `qit data fetch cybench --toolchain`")
+    target = toolchain.toolchain_dir(root)
     try:
-        toolchain.install(toolchain.toolchain_dir(root), typer.echo)
+        toolchain.install(target, typer.echo)
     except toolchain.ToolchainError as exc:
         typer.echo(f"cybench toolchain: {exc}", err=True)
         raise typer.Exit(EXIT_RUN_FAILED) from None
+    except OSError as exc:
+        raise BenchmarkUsageError(f"cannot write the toolchain to {target} ({exc.strerror}); set "
+                                  f"{toolchain.TOOLCHAIN_ENV} to a writable folder") from None
