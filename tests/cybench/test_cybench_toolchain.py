@@ -106,5 +106,11 @@ def test_adapter_uses_the_installed_toolchain_unless_off(installed, cybench_data
         runtime = adapter.probe_runtime(task, load, tmp_path / option)
         try:
             assert runtime.handles["toolchain"] == expected
+            from qitos.benchmark.base import RecipeContext
+
+            agent = adapter.recipes()["react"].build(RecipeContext(task=task, runtime=runtime, load=load, options={},
+                                                                   make_model=lambda _n: None))
+            named = "+ctf_toolchain_" + toolchain.lock_sha256()[:12]
+            assert agent.toolset_name == "cybench_shell_v1" + (named if expected else "")  # RunSpecs differ
         finally:
             adapter.cleanup(runtime)
