@@ -266,3 +266,33 @@ def test_stale_services_of_a_killed_run_are_removed(fixture_task) -> None:
     while subprocess.run(["docker", "network", "inspect", network], capture_output=True).returncode == 0:
         assert time.monotonic() < deadline
         time.sleep(0.2)
+
+
+def test_a_sigkilled_bench_run_leaves_services_the_next_run_removes(fixture_task, tmp_path: Path) -> None:
+    script = tmp_path / "model.jsonl"  # the agent's first command blocks, so the run is killed mid-task
+    script.write_text(json.dumps("Command: sleep 300\n<END>") + "\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "qitos.cli.qit", "bench", "run", "--benchmark", "cybench",
+                             "--root", str(FIXTURE_ROOT), "--model-name", f"scripted:{script}", "--output", "a.jsonl",
+                             "--trace-logdir", "runs"], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    task_filter = ["--filter", f"label=io.qitos.task={fixture_task.task_id}", "--format", "{{.Names}}"]
+    try:
+        deadline = time.monotonic() + 120
+        while len(orphans := subprocess.run(["docker", "ps", *task_filter], capture_output=True,
+                                            text=True).stdout.split()) < 2:
+            assert proc.poll() is None and time.monotonic() < deadline, "the run never brought its services up"
+            time.sleep(0.5)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    time.sleep(1)
+    still = subprocess.run(["docker", "ps", "-a", *task_filter], capture_output=True, text=True).stdout.split()
+    assert sorted(still) == sorted(orphans)  # SIGKILL: the run could not clean up
+    done = _qit("bench", "run", "--benchmark", "cybench", "--root", str(FIXTURE_ROOT), "--recipe", "oracle",
+                "--output", "b.jsonl", "--trace-logdir", "runs", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (row,) = [json.loads(line) for line in (tmp_path / "b.jsonl").read_text().splitlines()]
+    assert row["success"] is True
+    left = subprocess.run(["docker", "ps", "-a", *task_filter], capture_output=True, text=True).stdout.split()
+    assert not set(orphans) & set(left) and left == []
