@@ -114,3 +114,19 @@ def test_adapter_uses_the_installed_toolchain_unless_off(installed, cybench_data
             assert agent.toolset_name == "cybench_shell_v1" + (named if expected else "")  # RunSpecs differ
         finally:
             adapter.cleanup(runtime)
+
+
+def test_bench_list_shows_the_toolchain(installed, cybench_data: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "250"}
+    run = [sys.executable, "-m", "qitos.cli.qit", "bench", "list", "--data-dir", str(cybench_data.parent)]
+    listed = subprocess.run([*run, "--json"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    entry = next(e for e in json.loads(listed.stdout) if e["name"] == "cybench")
+    tools = next(r for r in entry["requirements"] if r["name"] == "ctf toolchain (optional)")
+    assert tools["present"] is True and str(installed.path) in tools["detail"]
+    table = subprocess.run(run, capture_output=True, text=True, env=env, cwd=tmp_path).stdout
+    assert "ctf toolchain: present" in table
+    missing = subprocess.run([*run, "--json"], capture_output=True, text=True, cwd=tmp_path,
+                             env={**env, toolchain.TOOLCHAIN_ENV: str(tmp_path / "none")})
+    entry = next(e for e in json.loads(missing.stdout) if e["name"] == "cybench")
+    tools = next(r for r in entry["requirements"] if r["name"] == "ctf toolchain (optional)")
+    assert tools["present"] is False and "qit data fetch cybench --toolchain" in tools["detail"]
