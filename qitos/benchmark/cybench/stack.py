@@ -84,12 +84,15 @@ _BUILDER_NOISE = ("DEPRECATED: The legacy builder", "BuildKit is currently disab
 def remove_stale(log: Callable[[str], None] = lambda _m: None) -> list[str]:
     """Remove containers, networks and volumes of QitOS runs whose process is dead; return their names."""
     removed: list[str] = []
-    for kind, listing in (("container", ["ps", "-a"]), ("network", ["network", "ls"]), ("volume", ["volume", "ls"])):
-        rows = docker(*listing, "--filter", f"label={LABEL}", "--format", "{{.Name}}" if kind == "volume" else
-                      ("{{.Names}}" if kind == "container" else "{{.Name}}"), check=False).stdout.split()
+    kinds = (  # containers first: a network or volume in use cannot be removed
+        ("container", ["ps", "-a"], "{{.Names}}", "{{json .Config.Labels}}"),
+        ("network", ["network", "ls"], "{{.Name}}", "{{json .Labels}}"),
+        ("volume", ["volume", "ls"], "{{.Name}}", "{{json .Labels}}"),
+    )
+    for kind, listing, name_format, labels_format in kinds:
+        rows = docker(*listing, "--filter", f"label={LABEL}", "--format", name_format, check=False).stdout.split()
         for name in rows:
-            inspect = docker(kind, "inspect", "--format", "{{json .Labels}}" if kind != "container"
-                             else "{{json .Config.Labels}}", name, check=False)
+            inspect = docker(kind, "inspect", "--format", labels_format, name, check=False)
             try:
                 labels = json.loads(inspect.stdout or "null") or {}
             except ValueError:
