@@ -143,6 +143,7 @@ def test_stack_starts_services_by_their_names_and_removes_them(fixture_task, tmp
     first, second = ServiceStack(plan), ServiceStack(plan)  # two runs of one task at once: no clash
     with first, second:
         for stack in (first, second):
+            assert stack.volumes == [f"{stack.network}-vault_data"]
             hosts = stack.hosts()
             assert set(hosts) == {"flagserver", "vault"} and hosts["flagserver"] != hosts["vault"]
             assert len(running_containers(stack.key)) == 2
@@ -157,6 +158,9 @@ def test_stack_starts_services_by_their_names_and_removes_them(fixture_task, tmp
         assert ports.stdout.strip() == f"1337/tcp -> {first.gateway}:1337"  # published on the run's bridge only
     for stack in (first, second):
         assert running_containers(stack.key) == []
+        volumes = subprocess.run(["docker", "volume", "ls", "-q", "--filter", f"label={LABEL}={stack.key}"],
+                                 capture_output=True, text=True, check=True).stdout.split()
+        assert volumes == []  # the named volume (vault_data) was per run and is gone
         gone = subprocess.run(["docker", "network", "inspect", stack.network], capture_output=True)
         assert gone.returncode != 0
 
@@ -261,7 +265,8 @@ def test_stale_services_of_a_killed_run_are_removed(fixture_task) -> None:
         assert running_containers(key) == [] and len(running_containers(next_run.key)) == 2
     removed = sorted(n for n in notes if network in n)
     assert removed == sorted(f"removed stale {what} (its QitOS run is gone)" for what in (
-        f"container {network}-flagserver", f"container {network}-vault", f"network {network}"))
+        f"container {network}-flagserver", f"container {network}-vault", f"network {network}",
+        f"volume {network}-vault_data"))
     deadline = time.monotonic() + 5
     while subprocess.run(["docker", "network", "inspect", network], capture_output=True).returncode == 0:
         assert time.monotonic() < deadline
