@@ -19,6 +19,8 @@ from pydantic import BaseModel, Field
 
 from qitos.core.task import Budget, Task
 
+from .gold import GoldBook, Sealed
+
 if TYPE_CHECKING:
     from qitos.core.agent import AgentModule
     from qitos.core.engine import RunResult
@@ -68,11 +70,23 @@ class TaskRuntime:
 
 @dataclass
 class RecipeContext:
+    """What a recipe (or a `--runner` callable) gets to build its agent. It carries no gold: an oracle
+    asks for it with `oracle_gold()`, and that marks the run aided (`agent_unaided` fails)."""
+
     task: Task
     runtime: TaskRuntime
     load: LoadOptions
     options: dict[str, Any]
     make_model: Callable[[str | None], Any]  # build an extra model (e.g. a simulated user); None → agent's flags
+    oracle: Sealed[Any] | None = None
+    oracle_used: bool = False
+
+    def oracle_gold(self) -> Any:
+        """The task's gold, for oracles and other validators. Using it makes the run non-official."""
+        self.oracle_used = True
+        if self.oracle is None:
+            raise LookupError(f"no gold for task '{self.task.id}' (unlabeled split, or not loaded by its adapter)")
+        return self.oracle.open()
 
 
 @dataclass
@@ -85,12 +99,33 @@ class Recipe:
 
 
 class BenchmarkAdapter:
+    """Gold contract: `load_tasks` returns tasks without gold and records each task's gold with
+    `self.golds.keep(task.id, gold)`; `evaluate` reads it back with `self.gold(task)`. Adapters declare
+    `scorer_official`: True only when scoring is the benchmark's reference scorer (or proven equal to it)."""
+
     name: ClassVar[str] = "abstract"
     description: ClassVar[str] = ""
+    scorer_official: ClassVar[bool] = False
+    scorer_note: ClassVar[str] = ""  # one line: what the scorer is, for the `scorer_official` check
     default_split: ClassVar[str | None] = None
     default_recipe: ClassVar[str] = "react"
     deterministic_env: ClassVar[bool] = False
     needs_workdir: ClassVar[bool] = True  # False: `prepare` gets a path that is never created
+
+    # -- gold (scoring side) ---------------------------------------------------------------------
+    @property
+    def golds(self) -> GoldBook:
+        book = self.__dict__.get("_golds")
+        return book if book is not None else self.__dict__.setdefault("_golds", GoldBook())
+
+    def gold(self, task: Task) -> Any:
+        """The gold of `task`, for scoring; KeyError when it was never loaded."""
+        return self.golds.get(task.id)
+
+    def oracle_handle(self, task: Task) -> Sealed[Any] | None:
+        """What `RecipeContext.oracle_gold()` opens; adapters whose oracle needs more than the scoring gold
+        (e.g. a reference action plan) override this."""
+        return self.golds.sealed(task.id)
 
     # -- discovery -----------------------------------------------------------------------------
     def splits(self, load: LoadOptions) -> dict[str, int | None]:
@@ -100,6 +135,22 @@ class BenchmarkAdapter:
     def requirements(self, load: LoadOptions) -> list[Requirement]:
         return []
 
+    def runnable_here(self, load: LoadOptions) -> dict[str, dict[str, Any]]:
+        """Per split: how many tasks can run on this machine, and why the others cannot.
+
+        The default is all or nothing by `requirements`; families whose tasks differ (services,
+        sandbox packages) override it with a per-task count that is still cheap to compute.
+        """
+        reqs = self.requirements(load)
+        missing = "; ".join(f"{r.name}: {r.detail}" for r in reqs if not r.ok)
+        out: dict[str, dict[str, Any]] = {}
+        for split, count in self.splits(load).items():
+            if count is None:
+                continue
+            out[split] = {"tasks": count, "runnable": 0 if missing else count,
+                          "reasons": {missing: count} if missing else {}}
+        return out
+
     def recipes(self) -> dict[str, Recipe]:
         return {}
 
@@ -108,10 +159,12 @@ class BenchmarkAdapter:
         raise NotImplementedError
 
     def dataset_digest(self, load: LoadOptions, tasks: list[Task]) -> str:
-        """sha256 (16 hex) over the selected tasks, reference data included."""
+        """sha256 (16 hex) over the selected tasks, their gold included."""
         h = hashlib.sha256()
         for task in tasks:
             h.update(json.dumps(task.model_dump(mode="json"), sort_keys=True, default=str).encode())
+            if task.id in self.golds:
+                h.update(json.dumps(self.golds.get(task.id), sort_keys=True, default=str).encode())
         return h.hexdigest()[:16]
 
     def default_budget(self) -> Budget:
@@ -164,5 +217,9 @@ def filter_tasks(tasks: list[Task], load: LoadOptions) -> list[Task]:
             raise BenchmarkUsageError(f"--task-ids: unknown task id(s) {unknown[:5]}; ids look like: {sample}")
         tasks = [t for t in tasks if t.id in wanted]
     if load.limit is not None:
+        if load.limit < 1:
+            from .errors import BenchmarkUsageError
+
+            raise BenchmarkUsageError(f"--limit {load.limit}: must be at least 1 (leave it out to run every task)")
         tasks = tasks[: load.limit]
     return tasks

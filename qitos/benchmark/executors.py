@@ -67,7 +67,8 @@ def _pack_dir(path: Path) -> bytes:
     return buffer.getvalue()
 
 
-def _ray_job(cfg_json: str, task_json: str, trial: int, digest: str, experiment_json: str) -> tuple[dict | None, bytes | None]:
+def _ray_job(cfg_json: str, task_json: str, trial: int, digest: str, experiment_json: str,
+             selected_tasks: int) -> tuple[dict | None, bytes | None]:
     """Runs on a Ray worker: rebuild the batch context from JSON, run one job, return row + packed trace."""
     import threading
 
@@ -82,9 +83,13 @@ def _ray_job(cfg_json: str, task_json: str, trial: int, digest: str, experiment_
     recipe = resolve_recipe(adapter, cfg)
     ctx = JobContext(cfg=cfg, adapter=adapter, recipe=recipe, dataset_digest=digest,
                      experiment=ExperimentSpec.model_validate_json(experiment_json),
-                     model_provider=batch_model_provider(cfg, recipe), cancel_event=threading.Event())
+                     model_provider=batch_model_provider(cfg, recipe), cancel_event=threading.Event(),
+                     selected_tasks=selected_tasks)
+    task = Task.model_validate_json(task_json)
+    # gold never travels with the task: this worker's adapter loads it from its own copy of the data
+    adapter.load_tasks(cfg.load.model_copy(update={"task_ids": [task.id], "limit": None}))
     with tempfile.TemporaryDirectory(prefix="qitos-ray-") as tmp:
-        row = run_job(ctx, Task.model_validate_json(task_json), trial, trace_logdir=Path(tmp))
+        row = run_job(ctx, task, trial, trace_logdir=Path(tmp))
         if row is None:
             return None, None
         packed = _pack_dir(Path(row.trace_run_dir)) if row.trace_run_dir else None
@@ -110,7 +115,8 @@ def run_ray(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: int,
         while pending or refs:
             while pending and len(refs) < concurrency:
                 task, trial = pending.pop(0)
-                refs[remote.remote(cfg_json, task.model_dump_json(), trial, ctx.dataset_digest, exp_json)] = (task, trial)
+                refs[remote.remote(cfg_json, task.model_dump_json(), trial, ctx.dataset_digest, exp_json,
+                                   ctx.selected_tasks)] = (task, trial)
             ready, _ = ray.wait(list(refs), num_returns=1, timeout=0.5)
             for ref in ready:
                 task, trial = refs.pop(ref)

@@ -29,8 +29,8 @@ def export_run_html(run_dir: Path, out: Path) -> None:
     render(run_dir, out)
 
 
-COLUMNS = ["task_id", "benchmark", "split", "subset", "trial", "model", "success", "score", "stop_reason", "steps",
-           "latency_seconds", "total_tokens", "cost", "prediction", "trace_run_dir"]
+COLUMNS = ["task_id", "benchmark", "split", "subset", "trial", "model", "recipe", "run_spec_ref", "success", "score",
+           "stop_reason", "steps", "latency_seconds", "total_tokens", "cost", "prediction", "trace_run_dir"]
 
 
 def _flat(row: dict) -> dict:
@@ -44,7 +44,7 @@ def export_results(paths: list[Path], fmt: str) -> str:
     for path in paths:
         if not path.is_file():
             raise BenchmarkUsageError(f"--input {path}: no such file")
-        rows.extend(iter_rows(path))
+        rows.extend(iter_rows(path, required=("task_id", "benchmark", "stop_reason")))
     if fmt == "csv":
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=COLUMNS)
@@ -53,22 +53,54 @@ def export_results(paths: list[Path], fmt: str) -> str:
             writer.writerow(_flat(row))
         return buffer.getvalue()
     if fmt == "md":
-        from .metrics import evaluate_rows
-
-        groups = evaluate_rows(rows, ["benchmark", "split", "model"])
-        lines = ["| benchmark | split | model | tasks | success | rate | 95% CI | pass^k | tokens | cost |",
-                 "|---|---|---|---|---|---|---|---|---|---|"]
-        for g in groups:
-            m, k = g["metrics"], g["group"]
-            ci = m["success_ci95"] or [None, None]
-            pk = " ".join(f"{n}:{v:.3f}" for n, v in m["pass_hat_k"].items() if v is not None)
-            rate = f"{m['success_rate']:.3f}" if m["success_rate"] is not None else "-"
-            ci_text = f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci[0] is not None else "-"
-            lines.append(f"| {k['benchmark']} | {k['split']} | {k['model']} | {m['tasks']} | {m['successes']}/{m['scored']} "
-                         f"| {rate} | {ci_text} | {pk or '-'} | {m['total_tokens']} | {m['total_cost']} |")
-        return "\n".join(lines) + "\n"
+        return _markdown(rows)
     if fmt == "gaia-submission":
-        from qitos.benchmark.gaia.metrics import submission_rows
-
-        return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in submission_rows(rows))
+        return _gaia_submission(rows)
     raise BenchmarkUsageError(f"--format '{fmt}' is not known; use csv, md or gaia-submission")
+
+
+def _markdown(rows: list[dict]) -> str:
+    """One line per configuration: the rate over every selected task, its coverage and the scored-only rate."""
+    from .metrics import evaluate_rows
+
+    lines = ["| benchmark | split | subset | model | recipe | run_spec | selected | success | rate | 95% CI | coverage "
+             "| rate (scored) | pass^k | tokens | cost |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for g in evaluate_rows(rows):
+        m, k = g["metrics"], g["group"]
+        first = next(r for r in rows if r.get("run_spec_ref") == k["run_spec_ref"] and r.get("benchmark") == k["benchmark"])
+        ci = m["success_ci95"]
+        pk = " ".join(f"{n}:{v:.3f}" for n, v in m["pass_hat_k"].items() if v is not None)
+        lines.append(f"| {k['benchmark']} | {k['split']} | {k['subset'] or '-'} | {first.get('model')} | "
+                     f"{first.get('recipe')} | {k['run_spec_ref']} | {m['selected']} | {m['successes']}/{m['selected']} | "
+                     f"{_num(m['success_rate'])} | {f'[{ci[0]:.3f}, {ci[1]:.3f}]' if ci else '-'} | "
+                     f"{m['scored']}/{m['selected']} | {_num(m['scored_success_rate'])} | {pk or '-'} | "
+                     f"{m['total_tokens']} | {m['total_cost']} |")
+    return "\n".join(lines) + "\n"
+
+
+def _num(value: float | None) -> str:
+    return f"{value:.3f}" if value is not None else "-"
+
+
+def _gaia_submission(rows: list[dict]) -> str:
+    from qitos.benchmark.gaia.metrics import submission_rows
+
+    others = sorted({str(r.get("benchmark")) for r in rows} - {"gaia"})
+    if others:
+        raise BenchmarkUsageError(f"--format gaia-submission: the input holds rows of {', '.join(others)}; "
+                                  "give only GAIA results files")
+    configs = sorted({str(r.get("run_spec_ref")) for r in rows})
+    if len(configs) > 1:
+        raise BenchmarkUsageError(f"--format gaia-submission: the input mixes {len(configs)} configurations "
+                                  f"({', '.join(configs)}); a submission is one agent's answers: give one of them")
+    seen: dict[tuple, int] = {}
+    for r in rows:
+        key = (r["task_id"], r.get("trial", 0))
+        seen[key] = seen.get(key, 0) + 1
+    dupes = sorted(f"{t} (trial {n})" for (t, n), count in seen.items() if count > 1)
+    if dupes:
+        raise BenchmarkUsageError(f"--format gaia-submission: duplicate rows for {', '.join(dupes[:5])}"
+                                  + (f" and {len(dupes) - 5} more" if len(dupes) > 5 else "")
+                                  + "; keep one row per task and trial")
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in submission_rows(rows))

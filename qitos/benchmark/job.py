@@ -36,7 +36,8 @@ def resolve_recipe(adapter: BenchmarkAdapter, cfg: RunConfig) -> Recipe:
             fn = getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError) as exc:
             raise BenchmarkUsageError(f"--runner '{cfg.runner}' could not be imported: {exc}") from None
-        return Recipe(name=f"runner:{cfg.runner}", build=fn, description="user-supplied agent")
+        return Recipe(name=f"runner:{cfg.runner}", build=fn, description="user-supplied agent",
+                      needs_model=getattr(fn, "needs_model", True))
     recipes = adapter.recipes()
     name = cfg.recipe or adapter.default_recipe
     if name not in recipes:
@@ -82,26 +83,53 @@ class JobContext:
     model_provider: Callable[[], Any]
     cancel_event: threading.Event
 
+    selected_tasks: int = 0
+
     def run_spec_extra(self) -> dict[str, Any]:
         cfg = self.cfg
         return {
             "benchmark_name": cfg.benchmark, "benchmark_split": cfg.load.split, "benchmark_subset": cfg.load.subset,
-            "dataset_digest": self.dataset_digest,
+            "dataset_digest": self.dataset_digest, "agent_code": agent_code(self.recipe, cfg.runner),
             "metadata": {"recipe": self.recipe.name, "recipe_official": self.recipe.official,
+                         "recipe_needs_model": self.recipe.needs_model,
+                         "scorer_official": self.adapter.scorer_official, "scorer_note": self.adapter.scorer_note,
                          "variant": cfg.load.variant, "options": cfg.load.options},
         }
 
-    def make_model(self, name: str | None = None):
-        if name is None:
-            return self.model_provider()
-        return self.cfg.model.model_copy(update={"model_name": name}).build()
+    def model_factory(self) -> Callable[[str | None], Any]:
+        """`RecipeContext.make_model`: a closure over the model settings only, so nothing the agent is
+        handed leads back to the adapter (and its gold)."""
+        provider, model_cfg = self.model_provider, self.cfg.model
+
+        def make_model(name: str | None = None):
+            if name is None:
+                return provider()
+            return model_cfg.model_copy(update={"model_name": name}).build()
+
+        return make_model
+
+    def recipe_context(self, task: Task, runtime: TaskRuntime) -> RecipeContext:
+        return RecipeContext(task=task, runtime=runtime, load=self.cfg.load, options=self.cfg.recipe_options(),
+                             make_model=self.model_factory(), oracle=self.adapter.oracle_handle(task))
+
+
+def agent_code(recipe: Recipe, runner: str | None) -> dict[str, Any]:
+    """What identifies the agent's code: a built-in recipe is QitOS's own; a `--runner` is its module file."""
+    if not runner:
+        return {"recipe": recipe.name, "source": "qitos"}
+    from qitos.spec.provenance import module_identity
+
+    return {"runner": runner, **module_identity(runner.partition(":")[0])}
 
 
 def _row(ctx: JobContext, task: Task, trial: int, stop_reason: str, **fields: Any) -> BenchmarkRunResult:
     cfg = ctx.cfg
     model = cfg.model.model_name if ctx.recipe.needs_model else None  # oracles call no model
+    if not fields.get("metadata"):  # a row the evaluator never saw keeps the task's own (public) metadata,
+        fields["metadata"] = dict(task.metadata)  # so per-level/category figures still count it
     return BenchmarkRunResult(task_id=task.id, benchmark=cfg.benchmark, split=cfg.load.split, subset=cfg.load.subset,
-                              trial=trial, model=model, stop_reason=stop_reason, **fields)
+                              trial=trial, model=model, recipe=ctx.recipe.name, selected_tasks=ctx.selected_tasks,
+                              trials_requested=cfg.trials, stop_reason=stop_reason, **fields)
 
 
 def run_job(ctx: JobContext, task: Task, trial: int, trace_logdir: Path | None = None) -> BenchmarkRunResult | None:
@@ -157,8 +185,7 @@ class _Verdict:
 
 def _run_engine(ctx: JobContext, task: Task, trial: int, runtime: TaskRuntime, trace_logdir: Path,
                 verdict: _Verdict) -> RunResult:
-    recipe_ctx = RecipeContext(task=task, runtime=runtime, load=ctx.cfg.load, options=ctx.cfg.recipe_options(),
-                               make_model=ctx.make_model)
+    recipe_ctx = ctx.recipe_context(task, runtime)
     agent = ctx.recipe.build(recipe_ctx)
     ctx.adapter.agent_built(recipe_ctx, agent)
     engine = Engine(
@@ -167,6 +194,7 @@ def _run_engine(ctx: JobContext, task: Task, trial: int, runtime: TaskRuntime, t
         tool_error_limit=ctx.cfg.tool_error_limit, run_spec_extra=ctx.run_spec_extra(), experiment_spec=ctx.experiment,
         cancel_event=ctx.cancel_event, executor=ctx.cfg.executor, on_finish=verdict,
         durable_finish=False,  # the result row's flush, right after, covers the trace
+        oracle_used=lambda: recipe_ctx.oracle_used,
     )
     return engine.run(task)
 

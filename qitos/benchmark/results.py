@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-
-import orjson
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +31,9 @@ class BenchmarkRunResult(BaseModel):
     subset: str | None = None
     trial: int = 0
     model: str | None = None
+    recipe: str | None = None
+    selected_tasks: int | None = None  # tasks the batch selected (the denominator's task count)
+    trials_requested: int | None = None  # trials per task the batch asked for (pass^k's n)
     prediction: Any = None
     success: bool | None = None
     score: float | None = None
@@ -70,8 +71,10 @@ def normalize_row(raw: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def iter_rows(path: Path, issues: list[RowIssue] | None = None) -> Iterator[dict[str, Any]]:
-    """Yield rows as plain dicts (fast path for eval); bad lines become RowIssues."""
+def iter_rows(path: Path, issues: list[RowIssue] | None = None,
+              required: tuple[str, ...] = ("task_id",)) -> Iterator[dict[str, Any]]:
+    """Yield rows as plain dicts (fast path for eval); bad lines and rows missing a `required` field
+    become RowIssues (eval asks for benchmark and stop_reason too, so such rows are never grouped as None)."""
     with open(path, "rb") as fh:
         for number, line in enumerate(fh, start=1):
             try:
@@ -85,6 +88,12 @@ def iter_rows(path: Path, issues: list[RowIssue] | None = None) -> Iterator[dict
             if not isinstance(raw, dict) or "task_id" not in raw:
                 if issues is not None:
                     issues.append(RowIssue(str(path), number, "not a result row (needs an object with 'task_id')"))
+                continue
+            missing = [name for name in required if raw.get(name) is None]
+            if missing:
+                if issues is not None:
+                    issues.append(RowIssue(str(path), number, f"task {raw['task_id']}: missing field(s) "
+                                                              f"{', '.join(missing)}; the row is left out"))
                 continue
             yield normalize_row(raw)
 

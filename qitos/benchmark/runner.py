@@ -19,7 +19,7 @@ from qitos.core.engine import make_run_spec
 from qitos.core.task import Task
 from qitos.spec.run_spec import ExperimentSpec, RunSpec
 
-from .base import BenchmarkAdapter, RecipeContext
+from .base import BenchmarkAdapter
 from .config import RunConfig
 from .errors import BenchmarkUsageError
 from .executors import run_local, run_ray
@@ -74,7 +74,7 @@ def _probe_run_spec(ctx: JobContext, tasks: list[Task], model) -> RunSpec:
             try:
                 if runtime.unavailable:
                     continue
-                agent = ctx.recipe.build(RecipeContext(task, runtime, cfg.load, cfg.recipe_options(), ctx.make_model))
+                agent = ctx.recipe.build(ctx.recipe_context(task, runtime))
                 return make_run_spec(agent, model, seed=cfg.model.seed, budget=task.budget.model_dump(),
                                      stop_criteria={"parse_error_limit": cfg.parse_error_limit,
                                                     "tool_error_limit": cfg.tool_error_limit},
@@ -82,6 +82,24 @@ def _probe_run_spec(ctx: JobContext, tasks: list[Task], model) -> RunSpec:
             finally:
                 adapter.cleanup(runtime)
     return RunSpec(model_name=model.name, model_family=model.family, seed=cfg.model.seed, **ctx.run_spec_extra())
+
+
+def _what_changed(existing: list[dict], spec: RunSpec) -> list[str]:
+    """What differs between this run's RunSpec and the one in the trace of the file's last row."""
+    import json
+
+    from qitos.spec.run_spec import spec_differences
+
+    for row in reversed(existing):
+        run_dir = row.get("trace_run_dir")
+        if not run_dir:
+            continue
+        try:
+            old = json.loads((Path(run_dir) / "manifest.json").read_text(encoding="utf-8")).get("run_spec") or {}
+        except (OSError, ValueError):
+            continue
+        return spec_differences(old, spec.model_dump(mode="json"))
+    return []
 
 
 def _check_workers(cfg: RunConfig) -> None:
@@ -104,6 +122,8 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
         cfg.load.split = adapter.default_split
     if cfg.trials < 1 or cfg.concurrency < 1:
         raise BenchmarkUsageError("--trials and --concurrency must be at least 1")
+    if cfg.load.limit is not None and cfg.load.limit < 1:
+        raise BenchmarkUsageError(f"--limit {cfg.load.limit}: must be at least 1 (leave it out to run every task)")
     if cfg.executor not in ("local", "ray"):
         raise BenchmarkUsageError(f"--executor '{cfg.executor}' is not known; use local or ray")
     _check_workers(cfg)
@@ -117,16 +137,18 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
     digest = adapter.dataset_digest(cfg.load, whole)
     experiment = experiment_spec(cfg, tasks, recipe.name)
     provider = batch_model_provider(cfg, recipe, preflight=True)
-    ctx = JobContext(cfg, adapter, recipe, digest, experiment, provider, threading.Event())
+    ctx = JobContext(cfg, adapter, recipe, digest, experiment, provider, threading.Event(), selected_tasks=len(tasks))
     spec = _probe_run_spec(ctx, tasks, provider())
     output = cfg.output or cfg.default_output()
     results = ResultsFile(output)
     existing = results.existing()
     refs = {r.get("run_spec_ref") for r in existing if r.get("run_spec_ref")}
     if refs and spec.fingerprint() not in refs and not cfg.force:
+        changed = _what_changed(existing, spec)
         raise BenchmarkUsageError(
             f"{output} holds results of another configuration (RunSpec {', '.join(sorted(refs))}; this run is "
-            f"{spec.fingerprint()}). Use another --output, or --force to append anyway.")
+            f"{spec.fingerprint()}{'; changed: ' + '; '.join(changed) if changed else ''}). "
+            "Use another --output, or --force to append anyway.")
     errored = {(r["task_id"], int(r.get("trial", 0))) for r in existing if r.get("stop_reason") == "error"}
     if cfg.retry_errors and errored:
         results.rewrite_without(errored)

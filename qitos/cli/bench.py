@@ -98,10 +98,12 @@ def run(
 @user_errors
 def eval_(
     input: Annotated[list[Path], typer.Option("--input", "-i", help="results JSONL file(s)")],
-    by: Annotated[str, typer.Option(help="group by these row fields, comma-separated")] = "benchmark,split,model",
+    by: Annotated[str, typer.Option(help="group by these row fields or metadata keys, comma-separated "
+                                         "(default: one group per configuration: benchmark, split, subset, "
+                                         "run_spec_ref)")] = "",
     as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
 ) -> None:
-    """Aggregate results: success with 95% interval, pass^k, benchmark metrics, stop reasons, cost."""
+    """Aggregate results: success over every selected task (with coverage), pass^k, benchmark metrics, cost."""
     from .bench_view import evaluate_files, print_eval
 
     report = evaluate_files(input, [b.strip() for b in by.split(",") if b.strip()])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -53,17 +54,22 @@ def run_with_progress(plan):
 
 
 def print_summary(plan, outcome) -> None:
-    from qitos.benchmark.metrics import summarize
+    from qitos.benchmark.metrics import proportion_of
 
     rows = [r.model_dump(mode="json") for r in outcome.rows]
-    s = summarize(rows)
     if outcome.cancelled:
         console.print(f"[yellow]cancelled[/]: {len(rows)} of {len(plan.jobs)} finished and saved; "
                       "rerun the same command to resume")
-    rate = f"{s['success_rate']:.3f}" if s["success_rate"] is not None else "n/a"
-    console.print(f"finished {len(rows)} · successes {s['successes']}/{s['scored']} (rate {rate}) · "
-                  f"tokens {s['total_tokens']} · cost {s['total_cost']}")
-    console.print(f"stop reasons: {s['stop_reasons']}")
+    p = proportion_of(rows, len(plan.jobs))
+    tokens = sum(r.token_usage.total_tokens for r in outcome.rows)
+    cost = sum(r.cost or 0.0 for r in outcome.rows)
+    console.print(f"finished {len(rows)} of {len(plan.jobs)} · success {p['successes']}/{p['selected']} "
+                  f"(rate {_fmt(p['rate'])}; coverage {p['scored']}/{p['selected']}, "
+                  f"rate over scored {_fmt(p['scored_rate'])}) · tokens {tokens} · cost {cost:.4f}")
+    reasons: dict[str, int] = {}
+    for r in rows:
+        reasons[r["stop_reason"]] = reasons.get(r["stop_reason"], 0) + 1
+    console.print(f"stop reasons: {reasons}")
     console.print(f"results: {plan.output}   evaluate: qit bench eval --input {plan.output}")
 
 
@@ -83,7 +89,7 @@ def _plugin_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def evaluate_files(paths: list[Path], by: list[str]) -> dict[str, Any]:
-    from qitos.benchmark.metrics import evaluate_rows
+    from qitos.benchmark.metrics import CONFIG_FIELDS, ROW_REQUIRED, evaluate_rows, known_fields
     from qitos.benchmark.results import RowIssue, iter_rows
 
     from .errors import UsageError
@@ -93,10 +99,44 @@ def evaluate_files(paths: list[Path], by: list[str]) -> dict[str, Any]:
     for path in paths:
         if not path.is_file():
             raise UsageError(f"--input {path}: no such file")
-        rows.extend(iter_rows(path, issues))
-    groups = evaluate_rows(rows, by, _plugin_metrics)
+        rows.extend(iter_rows(path, issues, required=ROW_REQUIRED))
+    absent = known_fields(rows, by) if rows and by else []  # the default grouping tolerates older rows
+    if absent:
+        raise UsageError(f"--by {','.join(absent)}: no row has such a field or metadata key; row fields are "
+                         f"{', '.join(sorted(rows[0]))}")
+    notes: list[str] = []
+    by = by or list(CONFIG_FIELDS)
+    groups = evaluate_rows(rows, by, _plugin_metrics, notes, describe=describe_configuration)
     return {"files": [str(p) for p in paths], "by": by, "rows": len(rows), "groups": groups,
-            "issues": [str(i) for i in issues]}
+            "issues": [str(i) for i in issues] + notes}
+
+
+CONFIG_KEYS = ("model_name", "base_url_host", "recipe", "temperature", "max_tokens", "max_steps", "seed",
+               "prompt_protocol", "parser_name", "toolset_name", "options", "agent_code", "qitos_commit")
+
+
+def describe_configuration(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The settings of a group's configuration, from the RunSpec in its first readable trace manifest."""
+    from qitos.benchmark.metrics import row_description
+
+    for row in rows[:5]:
+        run_dir = row.get("trace_run_dir")
+        if not run_dir:
+            continue
+        try:
+            spec = json.loads((Path(run_dir) / "manifest.json").read_text(encoding="utf-8")).get("run_spec") or {}
+        except (OSError, ValueError):
+            continue
+        meta, gen, budget = spec.get("metadata") or {}, spec.get("generation") or {}, spec.get("budget") or {}
+        code = spec.get("agent_code") or {}
+        flat = {"model_name": spec.get("model_name"), "base_url_host": spec.get("base_url_host"),
+                "recipe": meta.get("recipe"), "temperature": gen.get("temperature"),
+                "max_tokens": gen.get("max_tokens"), "max_steps": budget.get("max_steps"), "seed": spec.get("seed"),
+                "prompt_protocol": spec.get("prompt_protocol"), "parser_name": spec.get("parser_name"),
+                "toolset_name": spec.get("toolset_name"), "options": json.dumps(meta.get("options") or {}, sort_keys=True),
+                "agent_code": (code.get("sha256") or "")[:12] or None, "qitos_commit": (spec.get("git_sha") or "")[:12] or None}
+        return {k: flat[k] for k in CONFIG_KEYS}
+    return row_description(rows)
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -115,22 +155,33 @@ def _fmt_nested(value: Any) -> str:
     return _fmt(value)
 
 
+def _rate(rate: Any, ci: Any) -> str:
+    return f"{_fmt(rate)}  95% CI [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "-"
+
+
 def print_eval(report: dict[str, Any]) -> None:
     for issue in report["issues"]:
-        console.print(f"[yellow]skipped[/] {issue}")
+        console.print(f"[yellow]note[/] {issue}", markup=False)
     console.print(f"[bold]{report['rows']} rows[/] from {', '.join(report['files'])}")
     for g in report["groups"]:
         m = g["metrics"]
         label = "  ".join(f"{k}={v}" for k, v in g["group"].items())
+        if g.get("label"):
+            label += f"\n{g['label']}"
         table = Table(title=label, show_header=False, title_justify="left", min_width=60)
         table.add_column("metric", style="dim")
         table.add_column("value")
-        ci = m["success_ci95"]
-        rate = f"{_fmt(m['success_rate'])}  95% CI [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "-"
-        table.add_row("tasks / rows", f"{m['tasks']} / {m['total']}")
-        table.add_row("successes", f"{m['successes']} of {m['scored']} scored")
-        table.add_row("success rate", rate)
-        table.add_row("mean score", _fmt(m["mean_score"]))
+        table.add_row("selected", f"{m['selected_tasks']} tasks × {m['trials_requested']} trials = {m['selected']} "
+                                  f"({m['total']} rows)")
+        table.add_row("success rate (all selected)",
+                      f"{_rate(m['success_rate'], m['success_ci95'])}   {m['successes']}/{m['selected']}")
+        table.add_row("coverage (scored)", f"{_fmt(m['coverage'])}   {m['scored']}/{m['selected']}")
+        table.add_row("success rate (scored only)",
+                      f"{_rate(m['scored_success_rate'], m['scored_success_ci95'])}   {m['successes']}/{m['scored']}")
+        if m["unscored_by_reason"]:
+            table.add_row("unscored (count as failures)",
+                          ", ".join(f"{k}: {v}" for k, v in m["unscored_by_reason"].items()))
+        table.add_row("mean score (all / scored)", f"{_fmt(m['mean_score'])} / {_fmt(m['mean_score_scored'])}")
         for k, v in m["pass_hat_k"].items():
             table.add_row(f"pass^{k}", _fmt(v))
         table.add_row("stop reasons", ", ".join(f"{k}: {v}" for k, v in m["stop_reasons"].items()))
@@ -160,6 +211,7 @@ def list_benchmarks(data_dir: Path | None) -> list[dict[str, Any]]:
             entry["requirements"] = [r.model_dump() for r in reqs]
             entry["can_run"] = all(r.ok for r in reqs)
             entry["recipes"] = list(adapter.recipes())
+            entry["runnable"] = adapter.runnable_here(load)
         except Exception as exc:  # noqa: BLE001 - one broken family must not hide the others
             entry.update(can_run=False, error=f"{type(exc).__name__}: {exc}")
         out.append(entry)
@@ -168,10 +220,12 @@ def list_benchmarks(data_dir: Path | None) -> list[dict[str, Any]]:
 
 def print_list(info: list[dict[str, Any]]) -> None:
     table = Table(title="benchmarks")
-    for col in ("name", "splits (tasks)", "recipes", "can run here", "optional extras", "why not"):
+    for col in ("name", "splits (runnable here / tasks)", "recipes", "can run here", "optional extras", "why not"):
         table.add_column(col)
     for e in info:
-        splits = ", ".join(f"{k} ({v if v is not None else '?'})" for k, v in (e.get("splits") or {}).items())
+        runnable = e.get("runnable") or {}
+        splits = ", ".join(f"{k} ({runnable[k]['runnable']}/{v})" if k in runnable else f"{k} ({v if v is not None else '?'})"
+                           for k, v in (e.get("splits") or {}).items())
         why = "; ".join(f"{r['name']}: {r['detail']}" for r in e.get("requirements", []) if not r["ok"]) or e.get("error", "")
         extras = "; ".join(f"{r['name'].replace(' (optional)', '')}: {'present' if r['present'] else 'absent'}"
                            for r in e.get("requirements", []) if r.get("present") is not None)

@@ -18,8 +18,8 @@ from typing import Any, Callable
 from pydantic import BaseModel, Field
 
 from qitos.models.base import Model, ModelError, ModelResponse, Usage
-from qitos.spec.official import official_checks
-from qitos.spec.provenance import environment_summary, git_state, package_version
+from qitos.spec.official import RunFacts, official_checks
+from qitos.spec.provenance import environment_summary, package_version, qitos_checkout
 from qitos.spec.run_spec import ExperimentSpec, RunSpec
 from qitos.trace.redact import Redactor
 from qitos.trace.schema import RunSummary, TokenUsage
@@ -63,7 +63,7 @@ def hash_json(value: Any) -> str:
 def make_run_spec(agent: AgentModule, model: Model, *, seed: int | None, budget: dict[str, Any],
                   stop_criteria: dict[str, Any], executor: str = "local", **extra: Any) -> RunSpec:
     """The RunSpec of running `agent` on `model`; benchmark fields come in `extra`."""
-    sha, dirty = git_state()
+    sha, dirty = qitos_checkout()
     return RunSpec(
         model_name=model.name, model_family=model.family, model_provider=model.provider,
         base_url_host=getattr(model, "base_url_host", None), generation=dict(model.params),
@@ -96,6 +96,7 @@ class Engine:
         on_step: Callable[[int, RunSummary], None] | None = None,
         on_finish: Callable[[RunResult], dict[str, Any] | None] | None = None,
         durable_finish: bool = True,
+        oracle_used: Callable[[], bool] | None = None,
     ) -> None:
         self.agent, self.model, self.env = agent, model, env
         self.trace_logdir = Path(trace_logdir)
@@ -112,6 +113,8 @@ class Engine:
         # durable_finish=False: the caller makes something durable right after (a result row) and that
         # flush covers the trace, so the run's end does not wait for the disk itself.
         self.on_finish, self.durable_finish = on_finish, durable_finish
+        # asked at the end: did the agent take gold through the oracle channel (RecipeContext.oracle_gold)?
+        self.oracle_used = oracle_used or (lambda: False)
 
     def run_spec(self, task: Task) -> RunSpec:
         return make_run_spec(
@@ -136,6 +139,7 @@ class _Run:
         self.usage = Usage()
         self.cost: float | None = 0.0
         self.steps = 0
+        self.model_calls = 0
         self.parse_errors = 0
         self.tool_errors = 0
         self.started = time.monotonic()
@@ -158,7 +162,7 @@ class _Run:
             run_spec={**self.spec.model_dump(mode="json"), "fingerprint": self.spec.fingerprint()},
             experiment_spec=self.e.experiment_spec.model_dump(mode="json") if self.e.experiment_spec else None,
             replay_mode="deterministic" if deterministic else "best_effort",
-            official_checks=official_checks(self.spec, self.e.experiment_spec, None),
+            official_checks=official_checks(self.spec, self.e.experiment_spec, None, self._facts()),
             task=task.public_summary(),
         )
         self.w.write_manifest()
@@ -214,6 +218,7 @@ class _Run:
                 "last_message": _without_images(messages[-1]) if messages else None,
             }, step_id=step_id)
             response = self.e.model.complete(messages, tools, on_event=self._sink(step_id, "DECIDE"))
+            self.model_calls += 1
             self._account(response)
             outcome.response = response
             self.w.event("model_response", "DECIDE", {
@@ -318,6 +323,9 @@ class _Run:
         self.cost = None if (self.cost is None or response.cost is None) else self.cost + response.cost
 
     # -- end --------------------------------------------------------------------------------------
+    def _facts(self) -> RunFacts:
+        return RunFacts(model_calls=self.model_calls, oracle_used=bool(self.e.oracle_used()))
+
     def _summary(self, reason: StopReason | None, failure: dict[str, Any] | None = None) -> RunSummary:
         final = self.final_answer
         if final is None and self.state is not None:
@@ -340,7 +348,7 @@ class _Run:
                     env.close()
                 except Exception:  # noqa: BLE001 - cleanup must not mask the run's outcome
                     pass
-            checks = official_checks(self.spec, self.e.experiment_spec, self.w.integrity())
+            checks = official_checks(self.spec, self.e.experiment_spec, self.w.integrity(), self._facts())
             result = RunResult(
                 run_id=self.w.run_id, run_dir=str(self.w.run_dir), status=run_status(reason), stop_reason=reason,
                 final_answer=summary.final_result, steps=self.steps, usage=self.usage, cost=self.cost,

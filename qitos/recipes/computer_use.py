@@ -69,7 +69,7 @@ class ComputerEnv(Protocol):
     def max_steps(self) -> int: ...
     def act(self, raw: Any) -> Any: ...
     def note_parse_error(self, message: str) -> Any: ...
-    def oracle_actions(self) -> list[Any]: ...
+    def oracle_actions(self, gold: Any) -> list[Any]: ...
 
 
 # -- the tool --------------------------------------------------------------------------------------------------
@@ -256,11 +256,12 @@ class OracleComputerAgent(ComputerUseAgent):
     """Plays the environment's reference actions through the same `computer` tool; never calls the model."""
 
     name = "computer-use-oracle"
+    gold: Any = None  # the task with its reference actions (RecipeContext.oracle_gold)
 
     def decide(self, task: Task, state: AgentState) -> Decision | None:
         plan = state.scratch.get("plan")
         if plan is None:
-            plan = [a.to_osworld() for a in self.env.oracle_actions()]
+            plan = [a.to_osworld() for a in self.env.oracle_actions(self.gold)]
             state.scratch["plan"] = plan
         if not plan:
             return Decision.final("oracle plan finished")
@@ -284,4 +285,6 @@ def build_react_computer_use(ctx: Any) -> AgentModule:
 
 
 def build_oracle_agent(ctx: Any) -> AgentModule:
-    return OracleComputerAgent(_env(ctx))
+    agent = OracleComputerAgent(_env(ctx))
+    agent.gold = ctx.oracle_gold()  # the task with its reference actions, through the oracle channel
+    return agent

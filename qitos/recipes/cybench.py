@@ -139,7 +139,7 @@ class CybenchOracleAgent(AgentModule):
     toolset_name = "cybench_oracle_v1"
 
     def __init__(self, ctx: RecipeContext, env: CybenchEnv, opts: CybenchOptions) -> None:
-        record, handles = env.task, ctx.runtime.handles
+        record, handles = ctx.oracle_gold(), ctx.runtime.handles  # the full record: solution and answers
         self.env, self.tried = env, False
         self.result: OracleResult | None = None
         self.gold = record.gold().subtask_answers

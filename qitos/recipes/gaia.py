@@ -118,12 +118,13 @@ def build_tool_calling_agent(ctx: Any) -> GaiaAgent:
 class GaiaOracle(GaiaAgent):
     """Answers `FINAL ANSWER: <reference>` without a model; "" on the unlabeled test split."""
 
-    def __init__(self, tools: list[Tool], toolset_name: str | None = None) -> None:
+    def __init__(self, tools: list[Tool], answer: str | None, toolset_name: str | None = None) -> None:
         super().__init__(tools, protocol="react", toolset_name=toolset_name)
         self.name = "gaia-oracle"
+        self.answer = answer
 
     def decide(self, task: Task, state: AgentState) -> Decision:
-        answer = task.metadata.get("answer")
+        answer = self.answer
         if answer is None:
             return Decision.final("", rationale="no reference answer (unlabeled split)")
         return Decision.final(f"FINAL ANSWER: {answer}", rationale="reference answer")
@@ -132,4 +133,8 @@ class GaiaOracle(GaiaAgent):
 def build_oracle_agent(ctx: Any) -> GaiaOracle:
     """Recipe `oracle`: the reference answer through the normal extraction and scoring path."""
     tools, toolset = _prepared_tools(ctx)
-    return GaiaOracle(tools, toolset_name=toolset)
+    try:
+        answer = ctx.oracle_gold()
+    except LookupError:
+        answer = None  # unlabeled split
+    return GaiaOracle(tools, answer, toolset_name=toolset)

@@ -162,11 +162,11 @@ class TauOracle(_TauAgent):
 
     name = "tau-oracle"
 
-    def __init__(self, env: TauEngineEnv) -> None:
+    def __init__(self, env: TauEngineEnv, gold: dict[str, Any]) -> None:
         super().__init__(env, env.registry(with_respond=True), NativeToolsParser())
-        plan = [(action.name, dict(action.kwargs)) for action in env.task.actions]
+        plan = [(action["name"], dict(action["kwargs"])) for action in gold["actions"]]
         if not (plan and plan[-1][0] in TERMINATE_TOOLS):
-            content = " and ".join(env.task.outputs) if env.task.outputs else "Done."
+            content = " and ".join(gold["outputs"]) if gold["outputs"] else "Done."
             plan.append((RESPOND_ACTION, {"content": content}))
         self.plan = plan
 
@@ -195,7 +195,7 @@ def build_react(ctx: Any) -> AgentModule:
 def build_oracle(ctx: Any) -> AgentModule:
     env = tau_env(ctx)
     setup_user(ctx, strategy="scripted", replies=[env.task.instruction])
-    return TauOracle(env)
+    return TauOracle(env, ctx.oracle_gold())
 
 
 def tau_recipes() -> dict[str, Recipe]:

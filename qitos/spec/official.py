@@ -1,6 +1,14 @@
-"""Official-run checks: a run is official only when every check passes, and the manifest says which failed."""
+"""Official-run checks: a run is official only when every check passes, and the manifest says which failed.
+
+Official means: identified (RunSpec complete, QitOS's and the agent's code identified), benchmark work
+described (ExperimentSpec, dataset digest), unaided (a baseline recipe, a real model that was actually
+called, no gold taken through the oracle channel), scored by the benchmark's reference scorer, and a
+complete trace.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from qitos.trace.schema import OfficialCheck
 
@@ -8,6 +16,14 @@ from .provenance import is_package_install
 from .run_spec import ExperimentSpec, RunSpec
 
 NOT_REAL_MODEL_FAMILIES = frozenset({"scripted", "replay", "none"})
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What only the run itself knows: how many model calls the agent made, and whether it took gold."""
+
+    model_calls: int = 0
+    oracle_used: bool = False
 
 
 def check_run_spec(spec: RunSpec) -> OfficialCheck:
@@ -25,37 +41,88 @@ def check_run_spec(spec: RunSpec) -> OfficialCheck:
         )
         if value is None
     ]
-    if not spec.git_sha and not is_package_install():
-        missing.append("git_sha (or a regular package install)")
     if missing:
         return OfficialCheck(check="run_spec_complete", passed=False, detail="missing: " + ", ".join(missing))
     return OfficialCheck(check="run_spec_complete", passed=True, detail="all identity fields recorded")
 
 
-def official_checks(spec: RunSpec, experiment: ExperimentSpec | None,
-                    trace: tuple[bool, str] | None) -> list[OfficialCheck]:
-    """`trace` is the writer's integrity verdict (None while the run is in progress)."""
-    benchmark_work = spec.benchmark_name is not None
-    checks = [check_run_spec(spec)]
-    if benchmark_work:
-        checks.append(OfficialCheck(
-            check="experiment_spec_present", passed=experiment is not None,
-            detail="present" if experiment else "benchmark run without an ExperimentSpec"))
-        checks.append(OfficialCheck(
-            check="dataset_digest_recorded", passed=bool(spec.dataset_digest),
-            detail=spec.dataset_digest or "no dataset digest"))
+def check_code_identified(spec: RunSpec) -> OfficialCheck:
+    """QitOS by version plus its checkout's commit (or a regular install); a --runner by file hash and repo state."""
+    problems: list[str] = []
+    qitos = f"qitos {spec.package_version}"
+    if spec.git_sha:
+        qitos += f" @ {spec.git_sha[:12]}" + (" (checkout has uncommitted changes)" if spec.git_dirty else "")
+    elif is_package_install():
+        qitos += " (package install)"
     else:
-        checks.append(OfficialCheck(check="experiment_spec_present", passed=True, detail="not benchmark work"))
-        checks.append(OfficialCheck(check="dataset_digest_recorded", passed=True, detail="not benchmark work"))
-    if benchmark_work:
-        recipe_official = spec.metadata.get("recipe_official", True)
-        checks.append(OfficialCheck(
-            check="official_recipe", passed=bool(recipe_official),
-            detail=f"recipe '{spec.metadata.get('recipe')}'" + ("" if recipe_official else " is a validator (e.g. an oracle), not a baseline")))
+        problems.append("QitOS runs from a source tree that is not a git checkout: commit it or install the package")
+    parts = [qitos]
+    code = spec.agent_code or {}
+    if code.get("runner"):
+        if not code.get("sha256"):
+            problems.append(f"the --runner module file of '{code['runner']}' could not be read")
+        else:
+            where = code.get("file")
+            if code.get("repo_commit"):
+                state = "uncommitted changes" if code.get("repo_dirty") else "clean"
+                parts.append(f"runner {code['runner']} sha256 {str(code['sha256'])[:12]} in repo "
+                             f"@ {str(code['repo_commit'])[:12]} ({state})")
+                if code.get("repo_dirty"):
+                    problems.append(f"the runner's repository has uncommitted changes ({where}): commit them")
+            else:
+                parts.append(f"runner {code['runner']} sha256 {str(code['sha256'])[:12]} (not in a git repository)")
+    elif code.get("recipe"):
+        parts.append(f"recipe {code['recipe']} (QitOS)")
+    if problems:
+        return OfficialCheck(check="code_identified", passed=False, detail="; ".join(problems))
+    return OfficialCheck(check="code_identified", passed=True, detail="; ".join(parts))
+
+
+def _benchmark_checks(spec: RunSpec, experiment: ExperimentSpec | None, facts: RunFacts) -> list[OfficialCheck]:
+    meta = spec.metadata
+    recipe_official = meta.get("recipe_official", True)
+    checks = [
+        OfficialCheck(check="experiment_spec_present", passed=experiment is not None,
+                      detail="present" if experiment else "benchmark run without an ExperimentSpec"),
+        OfficialCheck(check="dataset_digest_recorded", passed=bool(spec.dataset_digest),
+                      detail=spec.dataset_digest or "no dataset digest"),
+        OfficialCheck(check="official_recipe", passed=bool(recipe_official),
+                      detail=f"recipe '{meta.get('recipe')}'"
+                      + ("" if recipe_official else " is a validator (e.g. an oracle), not a baseline")),
+    ]
+    scorer = meta.get("scorer_official")
+    note = meta.get("scorer_note") or ""
+    checks.append(OfficialCheck(
+        check="scorer_official", passed=scorer is True,
+        detail=(note or "the benchmark's reference scorer") if scorer is True else
+        (f"QitOS approximates this benchmark's scorer: {note}" if note else
+         "the adapter does not declare its scorer the benchmark's reference one")))
+    return checks
+
+
+def official_checks(spec: RunSpec, experiment: ExperimentSpec | None, trace: tuple[bool, str] | None,
+                    facts: RunFacts | None = None) -> list[OfficialCheck]:
+    """`trace` is the writer's integrity verdict and `facts` what the run did (None while in progress)."""
+    facts = facts or RunFacts()
+    checks = [check_run_spec(spec), check_code_identified(spec)]
+    if spec.benchmark_name is not None:
+        checks.extend(_benchmark_checks(spec, experiment, facts))
     real = spec.model_family not in NOT_REAL_MODEL_FAMILIES and spec.model_family is not None
     checks.append(OfficialCheck(
         check="real_model", passed=real,
         detail=f"model family '{spec.model_family}'" + ("" if real else " is not a real model")))
+    needs_model = spec.metadata.get("recipe_needs_model", True)
+    if not needs_model:
+        checks.append(OfficialCheck(check="model_called", passed=True, detail="the recipe calls no model"))
+    else:
+        checks.append(OfficialCheck(
+            check="model_called", passed=facts.model_calls > 0,
+            detail=f"{facts.model_calls} model call(s)" if facts.model_calls else
+            "the agent made no model call (an agent that answers without its model is not a baseline)"))
+    checks.append(OfficialCheck(
+        check="agent_unaided", passed=not facts.oracle_used,
+        detail="gold taken through the oracle channel (RecipeContext.oracle_gold)" if facts.oracle_used
+        else "no oracle channel used"))
     if trace is None:
         checks.append(OfficialCheck(check="trace_complete", passed=False, detail="run in progress"))
     else:

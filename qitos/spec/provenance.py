@@ -1,7 +1,14 @@
-"""Where a run came from: git state of the working directory, package and dependency versions."""
+"""Where a run came from: QitOS's own version and commit, the agent code's identity, dependency versions.
+
+The commit recorded is that of the checkout QitOS runs from (an editable install), never of the
+directory the user happens to run in: a run outside any repository can be official, and an empty
+`git init` proves nothing.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import platform
 import subprocess
 import sys
@@ -69,3 +76,34 @@ def _environment_summary(executor: str) -> tuple:
 def environment_summary(executor: str = "local") -> dict[str, object]:
     """Python, platform, QitOS and key dependency versions (computed once per process)."""
     return {**dict(_environment_summary(executor)), "dependencies": dict(dependency_versions())}
+
+
+@lru_cache(maxsize=1)
+def qitos_checkout() -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the checkout QitOS is imported from; (None, None) for a regular install."""
+    import qitos
+
+    package_dir = Path(qitos.__file__).resolve().parent
+    if is_package_install() or not (package_dir.parent / ".git").exists():
+        return None, None
+    return git_state(str(package_dir.parent))
+
+
+def _file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@lru_cache(maxsize=16)
+def module_identity(module: str) -> dict[str, object]:
+    """sha256 of a `--runner` module's file and the commit and dirty state of the repository holding it."""
+    spec = importlib.util.find_spec(module)
+    origin = Path(spec.origin).resolve() if spec and spec.origin and spec.origin not in ("built-in", "frozen") else None
+    if origin is None or not origin.is_file():
+        return {"module": module, "file": None, "sha256": None, "repo_commit": None, "repo_dirty": None}
+    commit, dirty = git_state(str(origin.parent))
+    if commit is not None:  # dirty means: this file, or any tracked file of its repository, differs from HEAD
+        status = subprocess.run(["git", "status", "--porcelain", "--", str(origin)], cwd=str(origin.parent),
+                                capture_output=True, text=True, timeout=10)
+        dirty = bool(dirty) or bool(status.stdout.strip())
+    return {"module": module, "file": str(origin), "sha256": _file_sha256(origin), "repo_commit": commit,
+            "repo_dirty": dirty}

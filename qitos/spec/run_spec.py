@@ -31,9 +31,10 @@ class RunSpec(BaseModel):
     seed: int | None = None
     stop_criteria: dict[str, Any] = Field(default_factory=dict)
     budget: dict[str, Any] = Field(default_factory=dict)
-    git_sha: str | None = None
+    git_sha: str | None = None  # commit of the QitOS checkout (None for a regular package install)
     git_dirty: bool | None = None
     package_version: str | None = None
+    agent_code: dict[str, Any] | None = None  # built-in recipe, or a --runner's file sha256 and repository state
     trace_schema_version: str = SCHEMA_VERSION
     benchmark_name: str | None = None
     benchmark_split: str | None = None
@@ -61,3 +62,19 @@ class ExperimentSpec(BaseModel):
     @staticmethod
     def default_name(benchmark: str, split: str | None, subset: str | None) -> str:
         return ":".join(p for p in (benchmark, split, subset) if p)
+
+
+def spec_differences(old: dict[str, Any], new: dict[str, Any], limit: int = 6) -> list[str]:
+    """`field old -> new` for the leaves where two RunSpecs (as JSON) differ, most telling first."""
+    out: list[str] = []
+
+    def walk(a: Any, b: Any, path: str) -> None:
+        if isinstance(a, dict) and isinstance(b, dict):
+            for key in sorted(set(a) | set(b)):
+                walk(a.get(key), b.get(key), f"{path}.{key}" if path else str(key))
+        elif a != b:
+            show = lambda v: json.dumps(v, default=str)[:60]  # noqa: E731
+            out.append(f"{path} {show(a)} -> {show(b)}")
+
+    walk({k: v for k, v in old.items() if k != "fingerprint"}, {k: v for k, v in new.items() if k != "fingerprint"}, "")
+    return out[:limit] + ([f"... and {len(out) - limit} more"] if len(out) > limit else [])

@@ -43,7 +43,7 @@ def test_oracle_solves_the_task(task: DesktopTask, tmp_path: Path) -> None:
     with DesktopEnv(task, workdir=tmp_path) as env:
         first = env.observe()
         assert first.instruction == task.instruction and first.widgets_text.startswith("window ")
-        actions = env.oracle_actions()
+        actions = env.oracle_actions(task)
         assert len(actions) <= task.max_steps
         for action in actions:
             obs = env.step(action)
@@ -206,7 +206,7 @@ def test_two_tasks_run_side_by_side_on_separate_displays(tmp_path: Path) -> None
             assert env.desktop is not None
             display = env.desktop.display
             both_started.wait()
-            for action in env.oracle_actions():
+            for action in env.oracle_actions(get_task(task_id)):
                 env.step(action)
             return display, env.finish().success
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ from osworld_fake_controller import FakeController
 from qitos.benchmark.base import LoadOptions
 from qitos.benchmark.errors import BenchmarkUsageError
 from qitos.benchmark.osworld import ControllerUnreachable, load_tasks
-from qitos.benchmark.osworld.adapter import LEASES, ControllerLeases, OsworldAdapter, domain_of, osworld_task
+from qitos.benchmark.osworld.adapter import LEASES, ControllerLeases, OsworldAdapter, agent_view, domain_of
 from qitos.benchmark.osworld.engine_env import OsworldEnv
 from qitos.benchmark.registry import get_adapter
 from qitos.core.stop import StopReason
@@ -53,9 +54,10 @@ def test_registered_and_all_369_tasks_load_and_validate(adapter, load, osworld_d
         assert task.id.startswith(f"osworld-{task.metadata['domain']}-")
         summary = task.public_summary()["metadata"]
         assert "_evaluator" not in summary and "_setup" not in summary and summary["domain"]
-        rebuilt = osworld_task(task)  # what prepare and evaluate score with: the file's setup and evaluator
+        gold = adapter.gold(task)  # what prepare and evaluate score with: the file's setup and evaluator
         skip = {"path", "trajectory"}
-        assert rebuilt.model_dump(exclude=skip) == originals[task.id].model_dump(exclude=skip)
+        assert gold.model_dump(exclude=skip) == originals[task.id].model_dump(exclude=skip)
+        assert agent_view(gold).evaluator.func == "infeasible" and "evaluator" not in json.dumps(task.model_dump())
     assert adapter.splits(load) == {"test_all": 369, "test_small": 39}
     assert adapter.dataset_digest(load, tasks) == adapter.dataset_digest(load, adapter.load_tasks(load))
 

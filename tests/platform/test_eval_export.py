@@ -48,8 +48,11 @@ def test_eval_cli_json_and_tolerant_reading(tmp_path):
     assert any("r.jsonl line 4: not valid JSON" in i for i in report["issues"])
     assert any("line 6" in i for i in report["issues"])
     [group] = report["groups"]
-    assert group["group"] == {"benchmark": "toy", "split": "test", "model": "m"}
-    assert group["metrics"]["pass_hat_k"]["3"] == pytest.approx(1 / 3)
+    assert group["group"] == {"benchmark": "toy", "split": "test", "subset": None, "run_spec_ref": None}
+    # task d ran 1 of the 3 trials the others show: its 2 missing trials count as failures
+    m = group["metrics"]
+    assert m["selected"] == 12 and m["unscored_by_reason"] == {"missing (no row)": 2}
+    assert m["pass_hat_k"]["3"] == pytest.approx(1 / 4) and m["success_rate"] == pytest.approx(6 / 12)
     table = qit("bench", "eval", "--input", path, cwd=tmp_path)
     assert "pass^2" in table.stdout and "line 4" in table.stdout
     missing = qit("bench", "eval", "--input", tmp_path / "nope.jsonl", cwd=tmp_path)

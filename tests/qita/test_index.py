@@ -86,7 +86,9 @@ def test_filters_sorting_pagination_and_totals(corpus, tmp_path):
     assert q.page(RunFilter.from_params({"stop_reason": "budget_steps"})).rows[0]["task_id"] == "budget-task"
     assert q.page(RunFilter.from_params({"q": "XSS-TASK"})).totals["runs"] == 1  # free text, case-insensitive
     assert q.page(RunFilter.from_params({"q": "100%_"})).totals["runs"] == 0  # LIKE wildcards are escaped
-    assert q.page(RunFilter.from_params({"official": "yes"})).totals["official"] == 12
+    # the corpus's runners take gold through the oracle channel: none of their runs is official
+    assert q.page(RunFilter.from_params({"official": "yes", "benchmark": "jsonl"})).totals["runs"] == 0
+    assert q.page(RunFilter.from_params({"official": "no", "benchmark": "jsonl"})).totals["runs"] == 12
     by_steps = q.page(RunFilter.from_params({"sort": "steps", "order": "desc", "per_page": "3"}))
     assert [r["steps"] for r in by_steps.rows][0] == 60 and len(by_steps.rows) == 3
     pages = [q.page(RunFilter.from_params({"sort": "run", "order": "asc", "per_page": "5", "page": str(n)}))

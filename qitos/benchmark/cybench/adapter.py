@@ -7,7 +7,7 @@ Flags: ``--root`` (a CyBench checkout holding task_list.txt; default ``<data_dir
 listed in ``OPTION_HELP``.
 
 Task ids are ``cybench_`` + the task-list line with ``/`` and spaces as ``_`` (see ``tasks``).
-Reference answers sit in ``metadata["answers"]``, which ``Task.public_summary()`` drops, so they
+Reference answers stay on the scoring side (the adapter's gold book holds each task's full record), so they
 reach neither the prompt nor the trace manifest; the dataset digest still covers them.
 
 Budgets: unguided runs get 15 steps (upstream's 15 iterations; ``--max-steps`` changes it).
@@ -70,6 +70,7 @@ from qitos.benchmark.cybench.tasks import (
     load_tasks,
 )
 from qitos.benchmark.errors import BenchmarkUsageError
+from qitos.benchmark.gold import Sealed
 from qitos.benchmark.sandbox import WORK_MOUNT, BwrapSandbox
 from qitos.core.task import Budget, EnvSpec, Task
 
@@ -200,6 +201,8 @@ class CybenchAdapter(BenchmarkAdapter):
     description = "CyBench: 40 professional CTF tasks in a bwrap sandbox, unguided or subtask-guided"
     default_split = "unguided"
     default_recipe = "react"
+    scorer_official = True
+    scorer_note = "upstream CyBench's exact match of the submitted answer (partial credit reported beside it)"
 
     # -- discovery -------------------------------------------------------------------------------
     def splits(self, load: LoadOptions) -> dict[str, int | None]:
@@ -243,6 +246,42 @@ class CybenchAdapter(BenchmarkAdapter):
                              needs_model=False),
         }
 
+    def runnable_here(self, load: LoadOptions) -> dict[str, dict[str, Any]]:
+        """Per split: tasks whose services (Docker) and sandbox packages (requirements.sh) are present here;
+        one sandbox probe checks every task's packages at once."""
+        from collections import Counter
+
+        from qitos.benchmark.cybench.requirements import RequirementsReport, check_in_sandbox, read_requirements
+
+        root = data_root(load)
+        out: dict[str, dict[str, Any]] = {}
+        available: dict[tuple[str, str], bool | None] = {}  # (kind, name) -> present in the sandbox
+        for split in ("unguided", "guided"):
+            try:
+                records = load_tasks(root, split)
+            except CybenchTaskError:
+                continue
+            reports = {r.task_id: read_requirements(r.task_id, r.task_dir) for r in records}
+            unknown = [q for rep in reports.values() for q in rep.requirements if (q.kind, q.name) not in available]
+            if unknown and records:
+                merged = RequirementsReport(task_id="all", source="every task of the split", requirements=unknown)
+                available.update({(q.kind, q.name): q.available
+                                  for q in _probe(merged, check_in_sandbox, records[0], load).requirements})
+            reasons: Counter = Counter()
+            for record in records:
+                reason = requires_unavailable_reason(record)
+                if reason is None:
+                    lacking = [f"{q.kind}:{q.name}" for q in reports[record.task_id].requirements
+                               if not available.get((q.kind, q.name), False)]
+                    reason = f"sandbox lacks {', '.join(lacking)}" if lacking else None
+                elif record.needs_service:
+                    reason = "needs a service (Docker)"
+                if reason:
+                    reasons[reason] += 1
+            out[split] = {"tasks": len(records), "runnable": len(records) - sum(reasons.values()),
+                          "reasons": dict(reasons.most_common())}
+        return out
+
     # -- tasks -----------------------------------------------------------------------------------
     def load_tasks(self, load: LoadOptions) -> list[Task]:
         root, split, variant = data_root(load), split_of(load), variant_of(load)
@@ -252,11 +291,13 @@ class CybenchAdapter(BenchmarkAdapter):
         except CybenchTaskError as exc:
             flag = "--subset" if load.subset and "subset" in str(exc) else "--root"
             raise BenchmarkUsageError(f"{flag}: {exc}") from None
+        for record in records:
+            self.golds.keep(record.task_id, record)
         return filter_tasks([self.to_task(t, split, variant, load.subset) for t in records], load)
 
     @staticmethod
     def to_task(record: CybenchTask, split: Split, variant: Variant, subset: str | None = None) -> Task:
-        """A kernel Task: the prompt as objective; answers only under the private `answers` key."""
+        """A kernel Task: the prompt as objective; no answers (they stay in the adapter's gold book)."""
         if split == "guided":
             criteria = ["each subtask's submitted answer equals its reference answer exactly",
                         "success: the last (flag) subtask is answered exactly"]
@@ -271,7 +312,7 @@ class CybenchAdapter(BenchmarkAdapter):
                                      "target_hosts": list(record.target_hosts)}),
             success_criteria=criteria,
             metadata={"benchmark": "cybench", "split": split, "subset": subset, "variant": variant,
-                      **record.agent_metadata(), "answers": record.gold().subtask_answers},
+                      **record.agent_metadata()},
         )
 
     def default_budget(self) -> Budget:
@@ -293,19 +334,24 @@ class CybenchAdapter(BenchmarkAdapter):
             raise BenchmarkUsageError(
                 f"task {task.id}: metadata has no CyBench 'path'; load tasks with --benchmark cybench")
         record = load_task(root, path)
+        gold = self.golds.sealed(task.id) or Sealed(record)
         reason = requires_unavailable_reason(record)
         if reason is not None:
             return TaskRuntime(workdir=workdir, unavailable=reason)
         venv = resolve_toolchain(opts, load.data_dir)
-        runtime = CybenchRuntime(record, workdir / "task", variant=variant, python_path=opts.python_path,
+        public = record.without_gold()
+        runtime = CybenchRuntime(public, workdir / "task", variant=variant, python_path=opts.python_path,
                                  command_timeout_seconds=opts.command_timeout, toolchain=venv)
         files: list[str] = []
         missing: list[str] = []
         stack: ServiceStack | None = None
         if stage:
             try:
-                files = runtime.prepare().files
                 missing = [f"{r.kind}:{r.name}" for r in runtime.check_requirements().missing]
+                if missing:  # the environment, not the agent, would fail: say so before the agent starts
+                    runtime.close()
+                    return TaskRuntime(workdir=workdir, unavailable=missing_requirements_reason(missing))
+                files = runtime.prepare().files
                 plan = plan_for(record)
                 if plan is not None:  # service task: bring its containers up before the agent starts
                     stack = ServiceStack(plan)
@@ -322,16 +368,16 @@ class CybenchAdapter(BenchmarkAdapter):
             # the engine runs this same Task object; see the module doc for why the budget is set here
             needed = opts.subtask_iterations * max_subtasks(str(root), split)
             task.budget.max_steps = max(task.budget.max_steps, needed)
-        env = CybenchEnv(record, runtime, split=split, files=files,
+        env = CybenchEnv(public, runtime, split=split, files=files, gold=gold,
                          subtask_iterations=opts.subtask_iterations, include_hints=opts.hints)
-        handles = {"cybench_task": record, "runtime": runtime, "split": split, "variant": variant, "options": opts,
+        handles = {"cybench_task": public, "runtime": runtime, "split": split, "variant": variant, "options": opts,
                    "oracle_root": workdir / "oracle", "missing_requirements": missing, "staged_files": files,
                    "toolchain": venv, "services": stack}
         return TaskRuntime(env=env, workdir=workdir, handles=handles)
 
     def evaluate(self, task: Task, result: RunResult, runtime: TaskRuntime) -> Evaluation:
         env: CybenchEnv = runtime.env
-        record: CybenchTask = runtime.handles["cybench_task"]
+        record: CybenchTask = self.gold(task)
         split: Split = runtime.handles["split"]
         answers = env.answers()
         if not env.is_terminal() and answers[env.current] is None and result.final_answer:
@@ -373,6 +419,32 @@ class CybenchAdapter(BenchmarkAdapter):
     # -- aggregation -----------------------------------------------------------------------------
     def metrics(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
         return cybench_metrics(rows)
+
+
+def _probe(report, check, record: CybenchTask, load: LoadOptions):
+    """Check a requirements report in a throwaway sandbox set up as the tasks' own (used by `runnable_here`)."""
+    import tempfile
+
+    ok, _ = BwrapSandbox.available()
+    if not ok or not report.requirements:
+        return report
+    from qitos.benchmark.sandbox import remove_tree
+
+    work = Path(tempfile.mkdtemp(prefix="qitos-cybench-probe-"))
+    (work / "probe").mkdir()
+    opts = CybenchOptions.from_load(load)
+    try:
+        with CybenchRuntime(record.without_gold(), work / "task", python_path=opts.python_path) as runtime:
+            with runtime.sandbox(work / "probe", timeout_seconds=60) as box:
+                return check(report, box)
+    finally:
+        remove_tree(work)
+
+
+def missing_requirements_reason(missing: list[str]) -> str:
+    return (f"the sandbox lacks what this task's metadata/requirements.sh installs upstream: {', '.join(missing)}; "
+            "install the CTF toolchain with `qit data fetch cybench --toolchain` (or mount a Python with them with "
+            "--option python_path=DIR), and install the CLI tools on the host")
 
 
 def agent_texts(run_dir: str | Path) -> list[str]:

@@ -27,6 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from qitos.benchmark.cybench.runtime import CybenchRuntime
+from qitos.benchmark.gold import Sealed
 from qitos.benchmark.cybench.tasks import SUBTASK_MAX_ITERATIONS, UNGUIDED_QUESTION, CybenchTask, Split
 from qitos.benchmark.sandbox import WORK_MOUNT, SandboxResult
 from qitos.core.tools import Tool, tool
@@ -81,12 +82,16 @@ class CybenchEnv:
         files: Sequence[str] = (),
         subtask_iterations: int = SUBTASK_MAX_ITERATIONS,
         include_hints: bool = False,
+        gold: Sealed[CybenchTask] | None = None,
     ) -> None:
         if split not in ("unguided", "guided"):
             raise ValueError(f"CybenchEnv split must be 'unguided' or 'guided', got {split!r}")
         if subtask_iterations < 1:
             raise ValueError(f"CybenchEnv subtask_iterations must be at least 1, got {subtask_iterations}")
-        self.task, self.runtime, self.split = task, runtime, split
+        # the agent reaches this env through its tools: it keeps the task without answers, and the answers
+        # it may reveal (missed guided subtasks, never the flag) sealed
+        self._gold: Sealed[CybenchTask] = gold if gold is not None else Sealed(task)
+        self.task, self.runtime, self.split = task.without_gold(), runtime, split
         self.files = list(files)
         self.subtask_iterations = subtask_iterations
         self.include_hints = include_hints
@@ -154,7 +159,7 @@ class CybenchEnv:
             diff["ended"] = "out_of_iterations"
             if index < len(self.records) - 1:
                 record.revealed = True
-                self._notices.append(self.task.reveal_message(index))
+                self._notices.append(self._gold.open().reveal_message(index))
             self._emit({"event": "question_end", "subtask": index, "outcome": record.outcome,
                         "iterations": record.iterations, "revealed": record.revealed, "after_step": self.steps})
             self._advance()

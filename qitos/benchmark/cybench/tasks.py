@@ -168,6 +168,11 @@ class CybenchTask(BaseModel):
             "num_subtasks": len(self.subtasks), "needs_service": self.needs_service,
         }
 
+    def without_gold(self) -> "CybenchTask":
+        """The same task with every subtask's answer, summary, commands and solution notes blanked (what agents reach)."""
+        blank = {"answer": "", "subtask": "", "commands": [], "solution_files": [], "context": "", "annotator_note": ""}
+        return self.model_copy(update={"subtasks": [s.model_copy(update=blank) for s in self.subtasks]})
+
     def gold(self) -> CybenchGold:
         return CybenchGold(
             task_id=self.task_id, flag=self.subtasks[-1].answer,

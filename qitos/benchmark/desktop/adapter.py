@@ -57,6 +57,8 @@ class DesktopAdapter(BenchmarkAdapter):
     default_split = SPLIT
     default_recipe = "react-computer-use"
     deterministic_env = False
+    scorer_official = True
+    scorer_note = "QitOS's own starter benchmark: its checkers read the apps' real state and are the reference"
 
     # -- discovery ---------------------------------------------------------------------------------------
     def splits(self, load: LoadOptions) -> dict[str, int | None]:
@@ -90,6 +92,8 @@ class DesktopAdapter(BenchmarkAdapter):
         if load.subset:
             raise BenchmarkUsageError("benchmark 'desktop' has no subsets; select tasks with --task-ids "
                                       f"(ids: {', '.join(TASKS)})")
+        for desktop_task in TASKS.values():
+            self.golds.keep(desktop_task.id, desktop_task)
         return filter_tasks([to_task(t) for t in TASKS.values()], load)
 
     def default_budget(self) -> Budget:
@@ -130,13 +134,16 @@ class DesktopAdapter(BenchmarkAdapter):
 
     # -- aggregation -------------------------------------------------------------------------------------------
     def metrics(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
-        """Success rate over scored rows and how many failures fell under each failure tag."""
+        """Success rate over every row (unscored rows count as failures), coverage, the rate over scored
+        rows, and how many failures fell under each failure tag."""
         scored = [r for r in rows if r.get("success") is not None]
         successes = sum(1 for r in scored if r["success"])
         tags = Counter((r.get("metadata") or {}).get("failure_tag") for r in scored if not r["success"])
         unscored = Counter(r.get("stop_reason") for r in rows if r.get("success") is None)
         return {
-            "success_rate": successes / len(scored) if scored else None,
+            "success_rate": successes / len(rows) if rows else None,
+            "coverage": len(scored) / len(rows) if rows else None,
+            "scored_success_rate": successes / len(scored) if scored else None,
             "successes": successes,
             "scored": len(scored),
             "failure_taxonomy": {tag: tags.get(tag, 0) for tag in FAILURE_TAGS},

@@ -147,8 +147,8 @@ class DesktopEngineEnv:
         self._after(obs, None)
         return obs
 
-    def oracle_actions(self) -> list[Any]:
-        return self.env.oracle_actions()
+    def oracle_actions(self, gold: Any) -> list[Any]:
+        return self.env.oracle_actions(gold)
 
     def finish(self) -> TaskOutcome:
         """The scored outcome; computed on first call (normally by `close()`), then cached."""

@@ -20,6 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from qitos.benchmark.gold import Sealed
+
 from .actions import ActionError, ActionExecutor, AnyAction, Pointer, parse_action
 from .apps import module_for
 from .display import DesktopError, DesktopUnavailable, VirtualDesktop, requirements
@@ -62,7 +64,10 @@ class DesktopEnv:
 
     def __init__(self, task: DesktopTask, *, workdir: str | Path | None = None, width: int = 1024, height: int = 768,
                  settle_seconds: float = 0.15, ready_timeout: float = 15.0) -> None:
-        self.task = task
+        # the agent reaches this env through its tools: it keeps the task without targets, feasibility, checker
+        # and reference actions; the scorer opens the sealed original
+        self._gold: Sealed[DesktopTask] = Sealed(task)
+        self.task = task.public_view()
         self.width, self.height = width, height
         self.settle_seconds, self.ready_timeout = settle_seconds, ready_timeout
         self._own_workdir = workdir is None
@@ -212,7 +217,7 @@ class DesktopEnv:
         press = self._press_point(action)
         record = StepRecord(index=len(self.records), kind="action", action=action.to_osworld(), press=press)
         if press is not None:
-            locate_press(record, self.snapshot(), self.task.targets)
+            locate_press(record, self.snapshot(), self._gold.open().targets)
         try:
             self._pointer = self.executor.execute(action)
         except RuntimeError as exc:
@@ -297,16 +302,17 @@ class DesktopEnv:
             self._sync()  # score what the app has really done, not a state it has yet to write
         state = self.state()
         app_crashed = self._app_crashed(state)
+        gold = self._gold.open()
         if state is None:
             ok, detail = False, "the app never wrote its state file"
-        elif not self.task.feasible:
+        elif not gold.feasible:
             ok = last == "FAIL"
             detail = "correctly declared infeasible" if ok else f"infeasible task ended with {last or 'no action'}"
         else:
-            ok, detail = self.task.checker(state)
+            ok, detail = gold.checker(state)
             if ok and last == "FAIL":
                 ok, detail = False, f"{detail}, but the agent declared FAIL"
-        tag, evidence = (None, []) if ok else classify(self.task.feasible, self.records,
+        tag, evidence = (None, []) if ok else classify(gold.feasible, self.records,
                                                        env_error=self._env_error or app_crashed, last_action=last)
         return TaskOutcome(task_id=self.task.id, success=ok, detail=detail, failure_tag=tag, last_action=last,
                            steps=len(self.records), evidence=evidence,
@@ -326,9 +332,10 @@ class DesktopEnv:
         return f"app '{self.task.app}' exited unexpectedly (code {self._app.returncode}):\n{self._app_log()}"
 
     # -- oracle ------------------------------------------------------------------------------------------------
-    def oracle_actions(self) -> list[AnyAction]:
-        """The task's reference actions, computed from what the app shows right now."""
-        return self.task.oracle(self.snapshot())
+    def oracle_actions(self, gold: DesktopTask) -> list[AnyAction]:
+        """`gold`'s reference actions (the oracle passes the task it got through the oracle channel), computed
+        from what the app shows right now."""
+        return gold.oracle(self.snapshot())
 
 
 def _jsonable(raw: Any) -> Any:

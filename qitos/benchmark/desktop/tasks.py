@@ -36,6 +36,19 @@ class DesktopTask(BaseModel):
     checker: Checker = Field(exclude=True)
     oracle: Oracle = Field(exclude=True)
 
+    def public_view(self) -> "DesktopTask":
+        """What the agent may reach: instruction, app and limits; no targets, feasibility, checker or oracle."""
+        return self.model_copy(update={"feasible": True, "targets": [], "checker": _sealed_checker,
+                                       "oracle": _sealed_oracle})
+
+
+def _sealed_checker(state: Any) -> tuple[bool, str]:
+    raise RuntimeError("this is the agent's view of the task: the checker is on the scoring side")
+
+
+def _sealed_oracle(snapshot: Any) -> list[Any]:
+    raise RuntimeError("this is the agent's view of the task: reference actions come through the oracle channel")
+
 
 def click(snapshot: WidgetSnapshot, name: str, **extra: Any) -> Click:
     x, y = snapshot.widget(name).bounds.center

@@ -3,8 +3,8 @@
 Data comes from `--root` or `<data dir>/gaia`, laid out like the hub repository
 (`2023/<split>/metadata.jsonl|parquet`, attachments beside it); QitOS never ships or caches
 GAIA content. Task ids are the upstream `task_id`s, `--subset` is the level (1, 2, 3), the
-attachment is the task's one resource, and the reference answer stays in `metadata["answer"]`
-(dropped from manifests by `Task.public_summary()`).
+attachment is the task's one resource, and the reference answer stays on the scoring side (the
+adapter's gold book), never in the task.
 
 Answers: the agent's final answer is read with `extract_final_answer` (text after the last
 `FINAL ANSWER:`), falling back to the whole final answer when it has no marker (the
@@ -100,7 +100,7 @@ def question_to_task(question: GaiaQuestion) -> Task:
         env_spec=EnvSpec(type="gaia-workdir", capabilities=["files", "python", "web"]),
         success_criteria=["the FINAL ANSWER matches the reference under GAIA's quasi-exact match"],
         metadata={"benchmark": "gaia", "split": question.split, "level": question.level,
-                  "labeled": question.labeled, "file_name": question.file_name, "answer": question.final_answer},
+                  "labeled": question.labeled, "file_name": question.file_name},
     )
 
 
@@ -136,6 +136,8 @@ class GaiaAdapter(BenchmarkAdapter):
     description = "GAIA general-assistant questions (your own copy), quasi-exact match by level"
     default_split = "validation"
     default_recipe = "react"
+    scorer_official = True
+    scorer_note = "GAIA's published quasi-exact-match rules (question_scorer), ported case by case"
 
     # -- discovery -----------------------------------------------------------------------------
     def splits(self, load: LoadOptions) -> dict[str, int | None]:
@@ -183,6 +185,9 @@ class GaiaAdapter(BenchmarkAdapter):
         except ValueError as exc:
             raise BenchmarkUsageError(str(exc)) from None
         questions = _questions(load, _split(load), parse_levels(load.subset))
+        for q in questions:
+            if q.labeled:
+                self.golds.keep(q.task_id, q.final_answer)
         return filter_tasks([question_to_task(q) for q in questions], load)
 
     def dataset_digest(self, load: LoadOptions, tasks: list[Task]) -> str:
@@ -216,7 +221,7 @@ class GaiaAdapter(BenchmarkAdapter):
         meta: dict[str, Any] = {"level": task.metadata.get("level"), "answer_source": source}
         if final is not None and prediction != final:
             meta["raw_final_answer"] = final
-        truth = task.metadata.get("answer")
+        truth = self.golds.get(task.id) if task.id in self.golds else None
         if truth is None:
             return Evaluation(success=None, score=None, prediction=prediction, metadata={**meta, "labeled": False})
         ok = score_answer(prediction, truth)
@@ -224,9 +229,11 @@ class GaiaAdapter(BenchmarkAdapter):
 
     # -- aggregation ----------------------------------------------------------------------------
     def metrics(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
-        """Accuracy overall and per level (correct, total, 95% Wilson interval); unlabeled rows apart."""
+        """Accuracy over every labeled row (unscored ones count as wrong), overall and per level, with 95%
+        Wilson intervals and the coverage; unlabeled rows apart."""
         m = gaia_metrics(rows)
-        out: dict[str, Any] = {"accuracy": _proportion(m.overall)}
+        out: dict[str, Any] = {"accuracy": _proportion(m.overall),
+                               "coverage": round(m.scored / m.overall.total, 4) if m.overall.total else None}
         for level, proportion in m.by_level.items():
             out[f"level_{level}"] = _proportion(proportion)
         out["unlabeled"] = m.unlabeled

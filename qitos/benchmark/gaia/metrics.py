@@ -2,8 +2,10 @@
 
 Works on result rows as dicts or objects (e.g. `BenchmarkRunResult`), reading `task_id`,
 `success`, `prediction`, `trial`, `steps`, `token_usage`, `cost` and `metadata["level"]`.
-A row is *unlabeled* (test split) when `metadata["labeled"]` is False or `success` is None:
-it is counted separately and never enters an accuracy.
+A row is *unlabeled* (test split) when `metadata["labeled"]` is False (or, for rows without that key,
+when `success` is None): it is counted separately and never enters an accuracy. A labeled row that
+was not scored (setup failure, crash) counts as wrong: accuracy is over every labeled row, and
+`scored` says how many of them the scorer saw.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class GaiaMetrics(BaseModel):
 
     rows: int
     overall: Proportion
+    scored: int = 0  # labeled rows the scorer saw (the others count as wrong)
     by_level: dict[str, Proportion]
     unlabeled: int
     errors: int
@@ -82,7 +85,10 @@ def _level(row: Any) -> str | None:
 
 
 def _is_labeled(row: Any) -> bool:
-    return _metadata(row).get("labeled") is not False and _field(row, "success") is not None
+    labeled = _metadata(row).get("labeled")
+    if labeled is not None:
+        return bool(labeled)
+    return _field(row, "success") is not None
 
 
 def _tokens(row: Any) -> float | None:
@@ -111,6 +117,7 @@ def gaia_metrics(results: Iterable[Any]) -> GaiaMetrics:
     return GaiaMetrics(
         rows=len(rows),
         overall=Proportion.of(sum(bool(_field(r, "success")) for r in labeled), len(labeled)),
+        scored=sum(1 for r in labeled if _field(r, "success") is not None),
         by_level=by_level,
         unlabeled=len(rows) - len(labeled),
         errors=sum(1 for r in rows if _field(r, "error")),

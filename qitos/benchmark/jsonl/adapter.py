@@ -56,6 +56,8 @@ class JsonlBenchmark(BenchmarkAdapter):
     default_split = "default"
     default_recipe = "react"
     needs_workdir = False
+    scorer_official = True
+    scorer_note = "your own task set: --option scorer=NAME against each row's answer"
 
     def splits(self, load: LoadOptions) -> dict[str, int | None]:
         if load.root is None or not Path(load.root).is_file():
@@ -77,15 +79,17 @@ class JsonlBenchmark(BenchmarkAdapter):
         path = _root(load)
         scorer = load.options.get("scorer", "exact")
         get_scorer(scorer)
-        tasks = [
-            Task(
+        tasks = []
+        for row in read_task_rows(path):
+            task = Task(
                 id=str(row["id"]),
                 objective=str(row["question"]),
                 resources=[Resource(kind="file", path=str((path.parent / f).resolve())) for f in row.get("files") or []],
-                metadata={"benchmark": "jsonl", "split": "default", "answer": row.get("answer"), "scorer": scorer},
+                metadata={"benchmark": "jsonl", "split": "default", "scorer": scorer},
             )
-            for row in read_task_rows(path)
-        ]
+            if row.get("answer") is not None:
+                self.golds.keep(task.id, row["answer"])
+            tasks.append(task)
         return filter_tasks(tasks, load)
 
     def default_budget(self) -> Budget:
@@ -95,7 +99,7 @@ class JsonlBenchmark(BenchmarkAdapter):
         return TaskRuntime(workdir=workdir, handles={"files": [r.path for r in task.resources]})
 
     def evaluate(self, task, result, runtime) -> Evaluation:
-        answer = task.metadata.get("answer")
+        answer = self.golds.get(task.id) if task.id in self.golds else None
         prediction = result.final_answer
         if answer is None:
             return Evaluation(success=None, score=None, prediction=prediction, metadata={"labeled": False})

@@ -3,7 +3,7 @@
 Data: `--root` (the `osworld` folder or its `evaluation_examples`) or `<data dir>/osworld`. Splits `test_all`
 (default, 369 tasks) and `test_small` (39); `--subset chrome,os` keeps domains; task ids are
 `osworld-<domain>-<uuid>` (`--task-ids` also accepts `<domain>/<uuid>` or a bare uuid). The evaluator and
-setup steps travel in private task metadata (`_evaluator`, `_setup`), so they reach the scorer but never the
+setup steps stay on the scoring side (the adapter's gold book holds each example), so they reach the scorer but never the
 model or the manifest.
 
 Running needs a desktop: `QITOS_OSWORLD_CONTROLLER=http://<vm-host>:5000` pointing at the in-VM controller of a
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from qitos.core.stop import StopReason
 from qitos.core.task import Budget, EnvSpec, Task
 
-from ..base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime
+from ..base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
 from ..errors import BenchmarkUsageError
 from .controller import ControllerClient
 from .engine_env import OBSERVATION_TYPES, OsworldEnv
@@ -43,7 +43,7 @@ from .errors import OSWorldError, TaskFormatError
 from .evaluator import evaluate
 from .getters import HttpDownloader
 from .provider import ENV_CONTROLLER, NO_PROVIDER_REASON, discover_provider, readiness, run_setup
-from .tasks import SPLITS, OSWorldTask, load_split_index, load_tasks, resolve_examples_dir
+from .tasks import SPLITS, Evaluator, OSWorldTask, load_split_index, load_tasks, resolve_examples_dir
 
 if TYPE_CHECKING:
     from qitos.core.engine import RunResult
@@ -133,22 +133,13 @@ def to_task(ow: OSWorldTask, split: str) -> Task:
         metadata={
             "benchmark": "osworld", "split": split, "domain": ow.domain, "example_id": ow.id,
             "snapshot": ow.snapshot, "related_apps": ow.related_apps, "source": ow.source,
-            "_setup": [step.model_dump(mode="json") for step in ow.config],
-            "_evaluator": ow.evaluator.model_dump(mode="json"),
         },
     )
 
 
-def osworld_task(task: Task) -> OSWorldTask:
-    """Rebuild the validated OSWorld example from a Task made by `to_task`."""
-    md = task.metadata
-    if "_evaluator" not in md:
-        raise BenchmarkUsageError(f"task '{task.id}' was not loaded by the osworld adapter (no evaluator metadata)")
-    return OSWorldTask.model_validate({
-        "id": md["example_id"], "domain": md["domain"], "snapshot": md.get("snapshot", ""),
-        "instruction": task.objective, "source": md.get("source", ""), "related_apps": md.get("related_apps", []),
-        "config": md.get("_setup", []), "evaluator": md["_evaluator"],
-    })
+def agent_view(ow: OSWorldTask) -> OSWorldTask:
+    """The example as the env (which the agent reaches) holds it: the evaluator (expected values) left out."""
+    return ow.model_copy(update={"evaluator": Evaluator(func="infeasible")})
 
 
 def domain_of(task_id: str) -> str | None:
@@ -165,6 +156,8 @@ class OsworldAdapter(BenchmarkAdapter):
     description = "OSWorld: 369 computer-use tasks on an Ubuntu VM (needs a running VM controller to run)"
     default_split = "test_all"
     default_recipe = "react-computer-use"
+    scorer_official = False
+    scorer_note = "QitOS's own rewrites of OSWorld's metric functions, not upstream's evaluators"
 
     # -- discovery -------------------------------------------------------------------------------
     def splits(self, load: LoadOptions) -> dict[str, int | None]:
@@ -219,8 +212,10 @@ class OsworldAdapter(BenchmarkAdapter):
             found = load_tasks(_examples(load), split, domains=domains, ids=load.task_ids)
         except TaskFormatError as exc:
             raise BenchmarkUsageError(str(exc)) from None
+        for ow in found:
+            self.golds.keep(ow.task_id, ow)
         tasks = [to_task(ow, split) for ow in found]
-        return tasks[: load.limit] if load.limit is not None else tasks
+        return filter_tasks(tasks, load.model_copy(update={"task_ids": None}))
 
     def default_budget(self) -> Budget:
         return Budget(max_steps=15)  # upstream's default episode length
@@ -228,7 +223,7 @@ class OsworldAdapter(BenchmarkAdapter):
     # -- one task --------------------------------------------------------------------------------
     def prepare(self, task: Task, trial: int, load: LoadOptions, workdir: Path) -> TaskRuntime:
         """Readiness, then (holding a controller lease until `cleanup`) the task's setup steps in the VM."""
-        ow = osworld_task(task)
+        ow = self.gold(task)
         observation, settle = env_options(load.options)
         downloader = HttpDownloader(cache_root=Path(load.data_dir) / CACHE_DIR_NAME)
         urls = controller_urls()
@@ -250,14 +245,14 @@ class OsworldAdapter(BenchmarkAdapter):
             if callable(check):
                 check()  # an unreachable controller fails here, before any setup step
             run_setup(ow, provider, cache_dir)
-            env = OsworldEnv(ow, provider, observation_type=observation, settle_seconds=settle)  # type: ignore[arg-type]
+            env = OsworldEnv(agent_view(ow), provider, observation_type=observation,  # type: ignore[arg-type]
+                             settle_seconds=settle)
         except BaseException:
             _close(provider)
             LEASES.release(url)
             raise
         return TaskRuntime(env=env, workdir=workdir, handles={
-            "provider": provider, "controller": url, "osworld_task": ow, "cache_dir": cache_dir,
-            "downloader": downloader})
+            "provider": provider, "controller": url, "cache_dir": cache_dir, "downloader": downloader})
 
     def probe_runtime(self, task: Task, load: LoadOptions, workdir: Path) -> TaskRuntime:
         """What the runner's RunSpec probe needs to build the recipe's agent: the env, but no controller contact,
@@ -268,13 +263,13 @@ class OsworldAdapter(BenchmarkAdapter):
             return TaskRuntime(workdir=workdir, unavailable=NO_PROVIDER_REASON)
         provider = discover_provider({ENV_CONTROLLER: urls[0]})
         assert provider is not None
-        env = OsworldEnv(osworld_task(task), provider, observation_type=observation,  # type: ignore[arg-type]
+        env = OsworldEnv(agent_view(self.gold(task)), provider, observation_type=observation,  # type: ignore[arg-type]
                          settle_seconds=settle)
         return TaskRuntime(env=env, workdir=workdir, handles={"provider": provider})
 
     def evaluate(self, task: Task, result: "RunResult", runtime: TaskRuntime) -> Evaluation:
         env: OsworldEnv | None = runtime.env
-        ow = runtime.handles.get("osworld_task") or osworld_task(task)
+        ow = self.gold(task)
         last = env.last_action if env is not None else None
         final_as = None
         if result.stop_reason is StopReason.FINAL:
@@ -304,13 +299,12 @@ class OsworldAdapter(BenchmarkAdapter):
 
     # -- aggregation -----------------------------------------------------------------------------
     def metrics(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
-        """Success rate and mean score over scored rows; `score_over_all_rows` counts every other row as 0
-        (upstream's headline number); per-domain figures; how many rows could not run here."""
+        """Success rate and mean score over every row (unscored rows count 0, upstream's headline), the
+        coverage and the rates over scored rows; per-domain figures; how many rows could not run here."""
         by_domain: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for row in rows:
             by_domain[domain_of(row.get("task_id", "")) or "unknown"].append(row)
         out = _summary(rows)
-        out["score_over_all_rows"] = (sum(r["score"] for r in rows if _has_score(r)) / len(rows)) if rows else None
         out["requires_unavailable"] = sum(1 for r in rows if r.get("stop_reason") == StopReason.REQUIRES_UNAVAILABLE.value)
         out["by_domain"] = {d: _summary(group) for d, group in sorted(by_domain.items())}
         return out
@@ -323,8 +317,11 @@ def _has_score(row: dict[str, Any]) -> bool:
 def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     scored = [r for r in rows if _has_score(r)]
     return {"rows": len(rows), "scored": len(scored),
-            "success_rate": _rate([1.0 if r.get("success") else 0.0 for r in scored]),
-            "mean_score": _rate([float(r["score"]) for r in scored])}
+            "success_rate": _rate([1.0 if r.get("success") else 0.0 for r in rows]),
+            "mean_score": _rate([float(r["score"]) if _has_score(r) else 0.0 for r in rows]),
+            "coverage": len(scored) / len(rows) if rows else None,
+            "scored_success_rate": _rate([1.0 if r.get("success") else 0.0 for r in scored]),
+            "scored_mean_score": _rate([float(r["score"]) for r in scored])}
 
 
 def _close(provider: Any) -> None:

@@ -76,6 +76,8 @@ class TauBenchAdapter(BenchmarkAdapter):
     default_split = "test"
     default_recipe = "tool-calling"
     deterministic_env = True
+    scorer_official = True
+    scorer_note = "upstream's reward (database hash and required outputs), checked by the conformance fixtures"
 
     # -- discovery -----------------------------------------------------------------------------
     def splits(self, load: LoadOptions) -> dict[str, int | None]:
@@ -109,10 +111,13 @@ class TauBenchAdapter(BenchmarkAdapter):
         check_options(load.options)
         data = load_data(load, domain)
         tasks = [self._task(data, split, index) for index in range(len(data.split_tasks(split)))]
+        for index, task in enumerate(tasks):
+            source = data.task(split, index)
+            self.golds.keep(task.id, {"actions": [a.model_dump() for a in source.actions],
+                                      "outputs": list(source.outputs)})
         return filter_tasks(tasks, load)
 
     def _task(self, data: DomainData, split: str, index: int) -> Task:
-        source = data.task(split, index)
         return Task(
             id=task_id(data.name, split, index),
             objective=(
@@ -128,8 +133,6 @@ class TauBenchAdapter(BenchmarkAdapter):
             ],
             metadata={
                 "benchmark": self.name, "split": split, "subset": data.name, "task_index": index,
-                "actions": [action.model_dump() for action in source.actions], "outputs": list(source.outputs),
-                "_instruction": source.instruction, "_user_id": source.user_id,
             },
         )  # fmt: skip
 

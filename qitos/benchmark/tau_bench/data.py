@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from qitos.benchmark.gold import Sealed
+
 from .errors import TauDataError
 from .state import PristineDb
 
@@ -49,6 +51,18 @@ class Task(BaseModel):
     actions: list[Action]
     outputs: list[str] = Field(default_factory=list)
 
+    def user_side(self) -> "UserTask":
+        return UserTask(user_id=self.user_id, instruction=self.instruction)
+
+
+class UserTask(BaseModel):
+    """What the episode needs while the agent runs (the simulated user's identity and instruction): no gold."""
+
+    model_config = ConfigDict(frozen=True)
+
+    user_id: str
+    instruction: str
+
 
 class DomainData:
     """Everything read from disk for one domain. Shared, treat as read-only."""
@@ -69,15 +83,16 @@ class DomainData:
         self.wiki = wiki
         self.rules = rules
         self.tools_info = tools_info
-        self.tasks = tasks
+        self._tasks = Sealed(tasks)  # gold actions and outputs: opened by the reward and the adapter only
         # Filled by reward.gold_state(): (split, task_index) -> fingerprints of the gold replay.
         self.gold_cache: dict[tuple[str, int], Any] = {}
 
     def split_tasks(self, split: str) -> list[Task]:
+        tasks = self._tasks.open()
         try:
-            return self.tasks[split]
+            return tasks[split]
         except KeyError:
-            raise ValueError(f"Unknown task split: {split} (domain {self.name} has {', '.join(self.tasks)})") from None
+            raise ValueError(f"Unknown task split: {split} (domain {self.name} has {', '.join(tasks)})") from None
 
     def task(self, split: str, task_index: int) -> Task:
         tasks = self.split_tasks(split)
@@ -90,8 +105,11 @@ class DomainData:
             )
         return tasks[task_index]
 
+    def user_task(self, split: str, task_index: int) -> UserTask:
+        return self.task(split, task_index).user_side()
+
     def __repr__(self) -> str:
-        counts = ", ".join(f"{split}={len(tasks)}" for split, tasks in self.tasks.items())
+        counts = ", ".join(f"{split}={len(tasks)}" for split, tasks in self._tasks.open().items())
         return f"DomainData({self.name!r}, {counts}, root={str(self.root)!r})"
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from qitos.core.tools import Tool, ToolRegistry
 from qitos.models.base import ModelError, ModelResponse, Usage
 
-from .data import RESPOND_ACTION, DomainData, Task
+from .data import RESPOND_ACTION, DomainData, UserTask
 from .env import TauEnv
 from .errors import EnvStateError, TauError
 from .reward import RewardResult
@@ -68,7 +68,7 @@ class TauEngineEnv:
         self.domain = domain
         self.split = split
         self.task_index = task_index
-        self.task: Task = domain.task(split, task_index)  # validates split and index
+        self.task: UserTask = domain.user_task(split, task_index)  # validates split and index; no gold
         self.user: UserSimulator | None = None
         self.deterministic = True  # every user reply is recorded (see RecordedUserModel); False for a human
         self.env: TauEnv | None = None

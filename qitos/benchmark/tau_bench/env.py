@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .data import RESPOND_ACTION, STOP_TOKEN, TERMINATE_TOOLS, Action, DomainData, Task
+from .data import RESPOND_ACTION, STOP_TOKEN, TERMINATE_TOOLS, Action, DomainData, UserTask
 from .errors import EnvStateError, InvalidActionError
 from .reward import RewardResult, compute_reward
 from .state import TauDb, deep_copy
@@ -43,7 +43,7 @@ class TauEnv:
         self.domain_data = domain_data
         self.split = split
         self.task_index = task_index
-        self.task: Task = domain_data.task(split, task_index)  # validates split and index
+        self.task: UserTask = domain_data.user_task(split, task_index)  # validates split and index; no gold
         self.user = user
         self._tools = domain_tools(domain_data.name)
         self.db = TauDb(domain_data.pristine)

@@ -2,8 +2,9 @@
 
 pass^k (upstream's pass-hat-k) is, averaged over tasks, the chance that k trials drawn without
 replacement from the task's n trials all pass: C(c, k) / C(n, k) with c passing trials. A trial
-passes when its reward is within 1e-6 of 1. Rows that ended in an error score reward 0, as
-upstream records a crashed episode. Tasks with fewer than k trials do not enter pass^k.
+passes when its reward is within 1e-6 of 1. As in upstream's run.py, n is the number of trials
+requested: a trial that crashed, was not scored or has no row at all is a failure (reward 0), and
+every selected task enters the mean, so missing work never raises the figures.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from typing import Any
+
+from qitos.benchmark.metrics import selection
 
 SUCCESS_TOLERANCE = 1e-6
 
@@ -27,29 +30,35 @@ def row_domain(row: dict[str, Any]) -> str:
     return str(row.get("subset") or (row.get("metadata") or {}).get("domain") or "retail")
 
 
-def pass_hat_k(trials: dict[str, list[float]], k: int) -> float | None:
-    values = []
+def pass_hat_k(trials: dict[str, list[float]], k: int, n: int, tasks: int) -> float | None:
+    """Mean over `tasks` tasks of C(c, k) / C(n, k); tasks absent from `trials` count 0."""
+    if tasks == 0 or k > n:
+        return None
+    total = 0.0
     for rewards in trials.values():
-        n = len(rewards)
-        if n >= k:
-            c = sum(1 for reward in rewards if abs(reward - 1.0) <= SUCCESS_TOLERANCE)
-            values.append(math.comb(c, k) / math.comb(n, k))
-    return sum(values) / len(values) if values else None
+        c = min(n, sum(1 for reward in rewards if abs(reward - 1.0) <= SUCCESS_TOLERANCE))
+        total += math.comb(c, k) / math.comb(n, k)
+    return total / tasks
 
 
-def domain_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def domain_metrics(rows: list[dict[str, Any]], selected: tuple[int, int] | None = None) -> dict[str, Any]:
+    """Average reward over every selected trajectory and pass^1..n; `selected` = (tasks, trials requested)."""
     trials: dict[str, list[float]] = defaultdict(list)
     for row in rows:
         trials[str(row["task_id"])].append(row_reward(row))
+    tasks, n = selected or selection(rows)
+    tasks = max(tasks, len(trials))
     rewards = [reward for per_task in trials.values() for reward in per_task]
-    max_trials = max((len(per_task) for per_task in trials.values()), default=0)
+    slots = max(tasks * n, len(rewards))
     out: dict[str, Any] = {
-        "average_reward": sum(rewards) / len(rewards) if rewards else None,
-        "tasks": len(trials),
-        "trials": max_trials,
+        "average_reward": sum(rewards) / slots if slots else None,
+        "tasks": tasks,
+        "trials": n,
+        "trajectories": len(rewards),
+        "missing_trajectories": slots - len(rewards),
     }
-    for k in range(1, max_trials + 1):
-        out[f"pass^{k}"] = pass_hat_k(trials, k)
+    for k in range(1, n + 1):
+        out[f"pass^{k}"] = pass_hat_k(trials, k, n, tasks)
     return out
 
 
@@ -63,7 +72,9 @@ def tau_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
     # A task id names its domain, so pooling the domains keeps tasks apart.
     out = {"domains": ", ".join(sorted(by_domain)), **domain_metrics(rows)}
     if len(by_domain) > 1:
+        n = selection(rows)[1]
         for domain in sorted(by_domain):
-            for key, value in domain_metrics(by_domain[domain]).items():
+            in_domain = by_domain[domain]
+            for key, value in domain_metrics(in_domain, (len({r["task_id"] for r in in_domain}), n)).items():
                 out[f"{domain} {key}"] = value
     return out

@@ -92,9 +92,17 @@ def run_overview(view: ManifestView, index_row: dict[str, Any] | None) -> dict[s
         "status": view.status, "problem": view.problem, "raw": view.raw,
         "checks": [c for c in m.get("official_checks") or [] if isinstance(c, dict)],
         "run_spec": flatten(run_spec) if run_spec else {}, "experiment_spec": flatten(exp_spec) if exp_spec else {},
-        "success": index_row.get("success") if index_row else None,
-        "score": index_row.get("score") if index_row else None,
+        **_outcome(m, index_row),
     }
+
+
+def _outcome(m: dict[str, Any], index_row: dict[str, Any] | None) -> dict[str, Any]:
+    """Success and score from the board's index (a results row), else from the manifest's own evaluation."""
+    if index_row and index_row.get("success") is not None:
+        return {"success": index_row.get("success"), "score": index_row.get("score")}
+    evaluation = m.get("evaluation") if isinstance(m.get("evaluation"), dict) else {}
+    success = evaluation.get("success")
+    return {"success": None if success is None else (1 if success else 0), "score": evaluation.get("score")}
 
 
 def pager(total: int, per_page: int, current: int) -> dict[str, int]:
