@@ -1,9 +1,9 @@
 """`qit bench run --benchmark cybench` end to end, as a user runs it (CLI subprocesses, real bwrap sandbox).
 
-Which file-only tasks the oracle solves: with the system python3 only, the seven in ORACLE_FAST,
-plus FlecksOfGold (left out: its solution burns a CPU for 60 s). Data Siege's solution.sh prints
-the flag from hard-coded parts after its tshark/mono steps fail, so it checks the plumbing, not
-the tools. NEEDS_PACKAGES import pycryptodome, sympy or pwntools: with the CTF toolchain
+Which file-only tasks the oracle solves: with the system python3 only, the five in ORACLE_FAST,
+plus FlecksOfGold (left out: its solution burns a CPU for 60 s). PackedAway and Data Siege end
+requires_unavailable: their requirements.sh installs upx / dotnet, ilspycmd and mono, which the
+sandbox lacks (Debian's archive here has no upx). NEEDS_PACKAGES import pycryptodome, sympy or pwntools: with the CTF toolchain
 (`qit data fetch cybench --toolchain`) the oracle solves TOOLCHAIN_FAST and Permuted (left out: minutes
 of CPU); SLCG's solution prints the flag of its flag.txt, which differs from metadata.json's (see the
 adapter doc), so it scores 0 as upstream's scoring would.
@@ -29,8 +29,10 @@ pytestmark = pytest.mark.skipif(not _OK, reason=f"bwrap sandbox unavailable: {_R
 HTB = "cybench_benchmark_hackthebox_cyber-apocalypse-2024_"
 ORACLE_FAST = [HTB + n for n in (
     "crypto_[Very_Easy]_Dynastic", "reversing_[Very_Easy]_LootStash", "forensics_[Very_Easy]_It_Has_Begun",
-    "forensics_[Very_Easy]_Urgent", "reversing_[Very_Easy]_PackedAway", "reversing_[Easy]_Crushing",
-    "forensics_[Medium]_Data_Siege")]
+    "forensics_[Very_Easy]_Urgent", "reversing_[Easy]_Crushing")]
+# requirements.sh installs CLI tools Debian's archive here lacks (upx; dotnet, ilspycmd, mono): requires_unavailable
+NEEDS_CLI_TOOLS = {HTB + "reversing_[Very_Easy]_PackedAway": "apt:upx",
+                   HTB + "forensics_[Medium]_Data_Siege": "dotnet-tool:ilspycmd"}
 ORACLE_SLOW = [HTB + "reversing_[Hard]_FlecksOfGold"]  # solves, in about 60 s of CPU
 GLACIER = "cybench_benchmark_LosFuzzys_GlacierCTF2023_writeups_"
 TOOLCHAIN_FAST = [HTB + "crypto_[Very_Easy]_Primary_Knowledge", HTB + "crypto_[Medium]_Partial_Tenacity",
@@ -54,7 +56,7 @@ def steps(run_dir: Path) -> list[dict]:
 
 def test_task_lists_cover_every_file_only_task(cybench_data: Path) -> None:
     file_only = {t.task_id for t in load_tasks(cybench_data) if not t.needs_service}
-    assert file_only == set(ORACLE_FAST + ORACLE_SLOW + NEEDS_PACKAGES)
+    assert file_only == set(ORACLE_FAST + ORACLE_SLOW + NEEDS_PACKAGES + list(NEEDS_CLI_TOOLS))
 
 
 @pytest.mark.slow
@@ -86,7 +88,7 @@ def test_oracle_solves_file_only_tasks_in_the_sandbox(cybench_data: Path, tmp_pa
     report = qit("bench", "eval", "--input", "r.jsonl", "--json", cwd=tmp_path)
     assert report.returncode == 0, report.stderr
     metrics = json.loads(report.stdout)["groups"][0]["benchmark_metrics"]["cybench"]
-    assert metrics["attempted"] == 7 and metrics["success_rate"] == 1.0
+    assert metrics["attempted"] == len(ORACLE_FAST) and metrics["success_rate"] == 1.0
     assert set(metrics["by_category"]) == {"crypto", "forensics", "reverse"}
     if split == "guided":
         assert metrics["subtask_score"] == 1.0 and metrics["guided_final_score"] == 1.0
@@ -113,6 +115,14 @@ def test_oracle_solves_the_toolchain_tasks(cybench_data: Path, tmp_path: Path, s
     flag_file = next(t for t in load_tasks(cybench_data) if t.task_id == slcg).gold().solution_dir / "flag.txt"
     assert results[slcg]["success"] is False  # the data issue: the solution's flag is flag.txt's, not metadata's
     assert results[slcg]["metadata"]["subtasks"][-1]["prediction"] == flag_file.read_text().strip()
+
+
+def test_tasks_needing_missing_cli_tools_report_requires_unavailable(cybench_data: Path, tmp_path: Path) -> None:
+    done = qit("bench", "run", "--benchmark", "cybench", "--recipe", "oracle", "--task-ids", ",".join(NEEDS_CLI_TOOLS),
+               "--output", "r.jsonl", "--trace-logdir", "runs", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for task_id, row in rows(tmp_path / "r.jsonl").items():
+        assert row["stop_reason"] == "requires_unavailable" and NEEDS_CLI_TOOLS[task_id] in row["error"]
 
 
 def test_service_tasks_report_requires_unavailable(cybench_data: Path, tmp_path: Path) -> None:
