@@ -186,6 +186,10 @@ class BenchmarkAdapter:
         """
         return self.prepare(task, 0, load, workdir)
 
+    def describe_run(self, cfg: Any) -> str | None:
+        """One line `qit bench run` prints with its plan (e.g. Tau-Bench's simulated user), or None."""
+        return None
+
     def agent_built(self, ctx: RecipeContext, agent: "AgentModule") -> None:
         """Called after a recipe (or a `--runner`) built its agent, before the run starts: attach what
         the benchmark itself owns (e.g. Tau-Bench's simulated user) so user agents need no extra code."""

@@ -147,9 +147,16 @@ def install_from_tree(source: Source, repo_root: Path, target: Path) -> None:
         from .tau_bench.fetch import convert_upstream
 
         convert_upstream(repo_root, target)
+        # upstream/: the unmodified protocol sources (user simulator, agents, run loop, few-shot examples)
+        _copy_files(source, repo_root, target, [rel for rel in source.files if rel.startswith("upstream/")],
+                    strip="upstream/")
         return
-    for rel in source.files:  # our layout keeps upstream's relative paths
-        src = repo_root / rel
+    _copy_files(source, repo_root, target, list(source.files))
+
+
+def _copy_files(source: Source, repo_root: Path, target: Path, files: list[str], strip: str = "") -> None:
+    for rel in files:  # our layout keeps upstream's relative paths (below `strip`)
+        src = repo_root / rel[len(strip):]
         if not src.is_file():
             raise BenchmarkUsageError(f"{source.archive}: file '{rel}' is missing from the archive")
         dest = target / rel

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from qitos.trace.reader import load_run
+from qitos.trace.redact import redact_text
 
 from .errors import BenchmarkUsageError
 from .results import iter_rows
@@ -20,7 +21,7 @@ def export_run_json(run_dir: Path, out: Path) -> None:
            "events": [e.model_dump(mode="json") for e in trace.events],
            "issues": [vars(i) for i in trace.issues]}
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, ensure_ascii=False, indent=1, default=str), encoding="utf-8")
+    out.write_text(redact_text(json.dumps(doc, ensure_ascii=False, indent=1, default=str)), encoding="utf-8")
 
 
 def export_run_html(run_dir: Path, out: Path) -> None:
@@ -40,11 +41,20 @@ def _flat(row: dict) -> dict:
 
 
 def export_results(paths: list[Path], fmt: str) -> str:
+    """The results in `fmt`, with every known secret value redacted."""
+    return redact_text(_export_results(paths, fmt))
+
+
+def _export_results(paths: list[Path], fmt: str) -> str:
     rows = []
     for path in paths:
         if not path.is_file():
             raise BenchmarkUsageError(f"--input {path}: no such file")
         rows.extend(iter_rows(path, required=("task_id", "benchmark", "stop_reason")))
+    if fmt == "tau-bench":
+        from .tau_bench.interop import export_results as tau_results
+
+        return tau_results(paths)
     if fmt == "csv":
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=COLUMNS)

@@ -82,8 +82,8 @@ class JobContext:
     experiment: ExperimentSpec
     model_provider: Callable[[], Any]
     cancel_event: threading.Event
-
-    selected_tasks: int = 0
+    selected_tasks: int = 0  # the batch's selection: each row carries it (the headline's denominator)
+    run_spec_ref: str | None = None  # the batch's RunSpec fingerprint, also on rows of tasks that never ran
 
     def run_spec_extra(self) -> dict[str, Any]:
         cfg = self.cfg
@@ -127,6 +127,7 @@ def _row(ctx: JobContext, task: Task, trial: int, stop_reason: str, **fields: An
     model = cfg.model.model_name if ctx.recipe.needs_model else None  # oracles call no model
     if not fields.get("metadata"):  # a row the evaluator never saw keeps the task's own (public) metadata,
         fields["metadata"] = dict(task.metadata)  # so per-level/category figures still count it
+    fields["run_spec_ref"] = fields.get("run_spec_ref") or ctx.run_spec_ref  # and stays in its configuration
     return BenchmarkRunResult(task_id=task.id, benchmark=cfg.benchmark, split=cfg.load.split, subset=cfg.load.subset,
                               trial=trial, model=model, recipe=ctx.recipe.name, selected_tasks=ctx.selected_tasks,
                               trials_requested=cfg.trials, stop_reason=stop_reason, **fields)

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from qitos.models.base import Usage
 from qitos.trace.durability import FLUSHER
+from qitos.trace.redact import redact_text
 
 # Rows with these stop reasons do not count as done for resume.
 NOT_DONE_REASONS = frozenset({"cancelled", "not_executed"})
@@ -120,7 +121,7 @@ class ResultsFile:
         return list(iter_rows(self.path)) if self.path.exists() else []
 
     def append(self, row: BenchmarkRunResult) -> None:
-        line = row.model_dump_json() + "\n"
+        line = redact_text(row.model_dump_json()) + "\n"  # a prediction may echo a key
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.path, "a", encoding="utf-8") as fh:

@@ -64,7 +64,7 @@ def experiment_spec(cfg: RunConfig, tasks: list[Task], recipe_name: str) -> Expe
 def _probe_run_spec(ctx: JobContext, tasks: list[Task], model) -> RunSpec:
     """Build the agent for a first task to learn the RunSpec every row of this batch will carry."""
     cfg, adapter = ctx.cfg, ctx.adapter
-    for task in tasks[:3]:
+    for task in tasks:  # the first task that can be set up here (cheap: probes stage nothing)
         task = prepared_task(adapter, cfg, task)
         with tempfile.TemporaryDirectory(prefix="qitos-probe-") as tmp:
             try:
@@ -139,6 +139,7 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
     provider = batch_model_provider(cfg, recipe, preflight=True)
     ctx = JobContext(cfg, adapter, recipe, digest, experiment, provider, threading.Event(), selected_tasks=len(tasks))
     spec = _probe_run_spec(ctx, tasks, provider())
+    ctx.run_spec_ref = spec.fingerprint()
     output = cfg.output or cfg.default_output()
     results = ResultsFile(output)
     existing = results.existing()

@@ -28,6 +28,14 @@ Layout inside the sandbox (documented contract, other modules rely on it):
 
 Each of stdout and stderr keeps at most ``max_output_bytes`` bytes; the rest is read and
 dropped (so a chatty command does not block) and ``truncated`` is set.
+
+Resource limits (memory, processes, file size, disk; see ``sandbox_limits``) apply to every
+command. Reaching one kills the command's whole tree; the result's ``limit`` names it and a
+``[sandbox] ... limit reached`` line ends its stderr, so the agent reads why.
+
+The command's environment is exactly ``BwrapSandbox.env``: a fixed allow-list (PATH, HOME, LANG,
+...) plus what the caller passes in ``env``. Nothing is inherited from the host, so no API key
+reaches the command unless a caller hands it over on purpose.
 """
 
 from __future__ import annotations
@@ -50,6 +58,9 @@ from typing import IO, cast
 
 from pydantic import BaseModel
 
+from .sandbox_limits import (CommandCgroup, DiskWatch, SandboxLimits, cgroup_support, count_tree, disk_usage,
+                             limit_message, rlimit_memory_hit)
+
 WORK_MOUNT = "/task"
 HOME_MOUNT = "/home/sandbox"
 SANDBOX_USER = "sandbox"
@@ -69,7 +80,7 @@ _READ_CHUNK = 65536
 
 
 class SandboxResult(BaseModel):
-    """Outcome of one command. `exit_code` is None when the command was killed for time."""
+    """Outcome of one command. `exit_code` is None when it was killed for time or for a limit (`limit`)."""
 
     exit_code: int | None
     stdout: str
@@ -77,6 +88,7 @@ class SandboxResult(BaseModel):
     timed_out: bool
     truncated: bool
     duration_seconds: float
+    limit: str | None = None  # "memory" | "processes" | "disk" | "file_size" when a limit ended the command
 
 
 class SandboxUnavailable(RuntimeError):
@@ -240,6 +252,7 @@ class BwrapSandbox:
         max_output_bytes: int = 100_000,
         ro_binds: Sequence[Path | str] = (),
         env: Mapping[str, str] | None = None,
+        limits: SandboxLimits | None = None,
         hosts: Mapping[str, str] | None = None,
     ) -> None:
         if timeout_seconds <= 0:
@@ -265,6 +278,8 @@ class BwrapSandbox:
         self._scratch = Path(tempfile.mkdtemp(prefix="qitos-sandbox-"))
         self._finalizer = weakref.finalize(self, remove_tree, self._scratch)
         self._write_identity_files()
+        self.limits = limits or SandboxLimits.from_env()
+        self._disk_baseline = disk_usage(self._disk_paths())[0]
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -356,17 +371,38 @@ class BwrapSandbox:
         extra = "".join(f"{address}\t{name}\n" for name, address in sorted(self.hosts.items()))
         (self._scratch / "hosts").write_text("127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost\n" + extra)
 
+    def _disk_paths(self) -> list[Path]:
+        return [self.work_dir, self._scratch / "tmp", self._scratch / "home"]
+
     def _execute(self, argv: list[str], limit: float, stdin: str | None) -> SandboxResult:
         bwrap = shutil.which("bwrap") or "bwrap"
+        support = cgroup_support()
+        try:
+            cgroup = CommandCgroup(support, self.limits)
+        except OSError as exc:
+            raise SandboxSetupError(f"could not create the command's cgroup: {exc}") from exc
+        try:
+            return self._execute_in(bwrap, argv, limit, stdin, cgroup)
+        finally:
+            cgroup.remove()
+
+    def _execute_in(self, bwrap: str, argv: list[str], limit: float, stdin: str | None,
+                    cgroup: CommandCgroup) -> SandboxResult:
         started_r, started_w = os.pipe()
         # The marker byte proves bwrap finished its setup and reached our command, so a bwrap
         # error is never mistaken for the command's own failure.
         fd = started_w
-        launcher = ["/bin/bash", "-c", f'printf 1 >&{fd}; exec {fd}>&-; exec "$@"', "bash", *argv]
+        rlimits = self.limits.ulimit_script(cgroup_support())
+        launcher = ["/bin/bash", "-c", f'{rlimits} || exit 125; printf 1 >&{fd}; exec {fd}>&-; exec "$@"', "bash",
+                    *argv]
+        procs = cgroup.procs_files()
+        # bwrap (and so everything under it) joins the command's cgroups before it starts
+        attach = ["/bin/sh", "-c", 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 126; shift; '
+                  'n=$((n-1)); done; exec "$@"', "sh", str(len(procs)), *procs] if procs else []
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
-                [bwrap, *self.bwrap_args(), "--", *launcher],
+                [*attach, bwrap, *self.bwrap_args(), "--", *launcher],
                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -387,13 +423,16 @@ class BwrapSandbox:
         if stdin is not None and proc.stdin is not None:
             threading.Thread(target=_feed_stdin, args=(proc.stdin, stdin.encode()), daemon=True).start()
         timed_out = False
+        hit: str | None = None
+        disk = DiskWatch(self._disk_paths(), self._disk_baseline, self.limits)
         try:
-            proc.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc)
+            timed_out, hit = self._watch(proc, limit, start, cgroup, disk)
+            if timed_out or hit:
+                _kill_group(proc)
+                cgroup.kill_all()
         except BaseException:
             _kill_group(proc)
+            cgroup.kill_all()
             raise
         finally:
             for reader in readers:
@@ -403,19 +442,57 @@ class BwrapSandbox:
         duration = time.monotonic() - start
         out, err = readers
         stderr_text = err.data.decode("utf-8", errors="replace")
-        if not reached_command and not timed_out:
+        if hit is None and not timed_out:  # e.g. the kernel OOM-killed a process, then the command exited
+            hit = cgroup.hit() or disk.check()
+            if hit is None and cgroup.memory_dir is None and rlimit_memory_hit(proc.returncode, stderr_text):
+                hit = "memory"
+        if hit:
+            stderr_text = stderr_text.rstrip("\n") + ("\n" if stderr_text.strip() else "") + \
+                limit_message(hit, self.limits) + "\n"
+        if not reached_command and not timed_out and not hit:
             raise SandboxSetupError(
                 f"bwrap could not set up the sandbox for work dir {self.work_dir}: {stderr_text.strip()}\n"
                 f"bwrap options: {shlex.join(self.bwrap_args())}"
             )
         return SandboxResult(
-            exit_code=None if timed_out else proc.returncode,
+            exit_code=None if timed_out or hit else proc.returncode,
             stdout=out.data.decode("utf-8", errors="replace"),
             stderr=stderr_text,
             timed_out=timed_out,
             truncated=bool(out.dropped or err.dropped),
             duration_seconds=round(duration, 3),
+            limit=hit,
         )
+
+    def _watch(self, proc: subprocess.Popen[bytes], limit: float, start: float, cgroup: CommandCgroup,
+               disk: DiskWatch) -> tuple[bool, str | None]:
+        """Wait for the command, checking its cgroup, process count and disk use; (timed out, limit reached)."""
+        count_processes = cgroup.pids_dir is None  # no pids cgroup: count the tree ourselves
+        disk_interval, next_disk = 0.1, 0.0
+        while True:
+            remaining = limit - (time.monotonic() - start)
+            if remaining <= 0:
+                return True, None
+            try:
+                proc.wait(timeout=min(0.1, remaining))
+                return False, None
+            except subprocess.TimeoutExpired:
+                pass
+            hit = cgroup.hit()
+            if hit:
+                return False, hit
+            # bwrap's monitor and the namespace's init are part of the tree, hence the 2
+            allowed = self.limits.max_processes + 2
+            if count_processes and count_tree(proc.pid, allowed) > allowed:
+                return False, "processes"
+            if time.monotonic() >= next_disk:
+                measured = time.monotonic()
+                hit = disk.check()
+                if hit:
+                    return False, hit
+                # a big work dir is measured less often, so watching never costs more than a few percent
+                disk_interval = min(2.0, max(0.1, 20 * (time.monotonic() - measured)))
+                next_disk = time.monotonic() + disk_interval
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from .errors import EXIT_RUN_FAILED, UsageError, user_errors
-from .options import ApiKeyEnv, BaseUrl, MaxTokens, ModelName, Seed, Temperature, TraceLogdir
+from .options import ApiKeyEnv, BaseUrl, MaxTokens, ModelName, SecretEnv, Seed, Temperature, TraceLogdir, mark_secrets
 
 bench_app = typer.Typer(help="Run, evaluate, replay and export benchmarks.", no_args_is_help=True)
 
@@ -45,6 +45,8 @@ def run(
     max_tokens: MaxTokens = None,
     seed: Seed = 0,
     user_model: Annotated[Optional[str], typer.Option("--user-model", help="model of the simulated user (default: the agent's)")] = None,
+    user_temperature: Annotated[Optional[float], typer.Option("--user-temperature", help="simulated user's temperature (default: not sent, as upstream tau-bench)")] = None,
+    user_seed: Annotated[Optional[int], typer.Option("--user-seed", help="simulated user's seed (default: not sent, as upstream tau-bench)")] = None,
     concurrency: Annotated[int, typer.Option(help="tasks in flight")] = 4,
     trials: Annotated[int, typer.Option(help="trials per task (for pass^k)")] = 1,
     max_steps: Annotated[Optional[int], typer.Option(help="step budget per task")] = None,
@@ -59,8 +61,10 @@ def run(
     retry_errors: Annotated[bool, typer.Option("--retry-errors", help="re-run task×trial pairs that ended in error")] = False,
     force: Annotated[bool, typer.Option("--force", help="append to a results file of another configuration")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="show the plan, run nothing")] = False,
+    secret_env: SecretEnv = [],
 ) -> None:
     """Run a benchmark for real (resumable; rows appended to --output as tasks finish)."""
+    mark_secrets(secret_env)
     from qitos.benchmark.base import LoadOptions
     from qitos.benchmark.config import ModelConfig, RunConfig
     from qitos.trace.writer import ensure_writable_dir
@@ -70,6 +74,10 @@ def run(
     opts = _options(option)
     if user_model:
         opts["user_model"] = user_model
+    if user_temperature is not None:
+        opts["user_temperature"] = str(user_temperature)
+    if user_seed is not None:
+        opts["user_seed"] = str(user_seed)
     load = LoadOptions(root=root, split=split, subset=subset, limit=limit, variant=variant, options=opts,
                        task_ids=[t.strip() for t in task_ids.split(",") if t.strip()] if task_ids else None,
                        **({"data_dir": data_dir} if data_dir else {}))
@@ -158,10 +166,12 @@ def export(
     html: Annotated[Optional[Path], typer.Option("--html", help="write one self-contained HTML page")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="write the run as one JSON document")] = None,
     input: Annotated[Optional[list[Path]], typer.Option("--input", "-i", help="results JSONL file(s)")] = None,
-    format: Annotated[Optional[str], typer.Option("--format", help="csv | md | gaia-submission")] = None,
+    format: Annotated[Optional[str], typer.Option("--format", help="csv | md | gaia-submission | tau-bench")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", help="where to write (default: stdout)")] = None,
+    secret_env: SecretEnv = [],
 ) -> None:
     """Export a run (--html/--json) or results (--input --format csv|md|gaia-submission)."""
+    mark_secrets(secret_env)
     from qitos.benchmark import export as exp
 
     if run is not None:
@@ -175,10 +185,32 @@ def export(
             typer.echo(f"wrote {json_out}")
         return
     if not input or not format:
-        raise UsageError("give --run DIR (--html/--json) or --input FILE --format csv|md|gaia-submission")
+        raise UsageError("give --run DIR (--html/--json) or --input FILE --format csv|md|gaia-submission|tau-bench")
     text = exp.export_results(input, format)
     if output:
         output.write_text(text, encoding="utf-8")
         typer.echo(f"wrote {output}")
     else:
         typer.echo(text, nl=False)
+
+
+@bench_app.command("import")
+@user_errors
+def import_(
+    file: Annotated[Path, typer.Argument(help="a results file of another harness")],
+    format: Annotated[str, typer.Option("--format", help="tau-bench (upstream run.py's results JSON)")] = "tau-bench",
+    subset: Annotated[str, typer.Option(help="tau-bench domain of the file: retail | airline")] = "retail",
+    split: Annotated[str, typer.Option(help="split of the file's task indices")] = "test",
+    output: Annotated[Optional[Path], typer.Option(help="results JSONL to append to (default results/imported_<file>.jsonl)")] = None,
+    trace_logdir: TraceLogdir = "runs",
+) -> None:
+    """Turn another harness's results into rows and traces that `qit bench eval` and qita show."""
+    if format != "tau-bench":
+        raise UsageError(f"--format {format}: only tau-bench can be imported")
+    from qitos.benchmark.tau_bench.interop import import_results
+    from qitos.trace.writer import ensure_writable_dir
+
+    out = output or Path("results") / f"imported_{file.stem}.jsonl"
+    ensure_writable_dir(Path(trace_logdir))
+    rows = import_results(file, subset, split, out, Path(trace_logdir))
+    typer.echo(f"imported {len(rows)} trajectories of {file} → {out} (traces in {trace_logdir}/)")

@@ -22,6 +22,9 @@ def print_plan(plan) -> None:
     console.print(f"tasks {len(plan.tasks)} × trials {cfg.trials}: {len(plan.jobs)} to run, {plan.skipped} already done "
                   f"(resume) · RunSpec {plan.run_spec.fingerprint()} · dataset {plan.ctx.dataset_digest}")
     console.print(f"results → {plan.output}   traces → {cfg.trace_logdir}/")
+    note = plan.adapter.describe_run(cfg)
+    if note:
+        console.print(note)
     if cfg.dry_run:
         for task, trial in plan.jobs[:20]:
             console.print(f"  would run {task.id} trial {trial}")

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from importlib import resources
 from pathlib import Path
 
@@ -22,8 +20,17 @@ def seed_workspace(workspace: Path) -> None:
 
 
 def verify(workspace: Path) -> tuple[bool, str]:
-    done = subprocess.run([sys.executable, "check_stats.py"], cwd=workspace, capture_output=True, text=True, timeout=60)
-    return done.returncode == 0, (done.stdout + done.stderr).strip().splitlines()[-1:] and (done.stdout + done.stderr).strip().splitlines()[-1] or ""
+    """Run the verify command in the sandbox too: it imports the code the model wrote."""
+    from qitos.benchmark.sandbox import BwrapSandbox
+    from qitos.recipes.coding import run_in_sandbox, workspace_sandbox
+
+    ok, reason = BwrapSandbox.available()
+    if not ok:
+        return False, f"cannot verify: {reason}"
+    with workspace_sandbox(workspace, 60) as sandbox:
+        code, output = run_in_sandbox(sandbox, VERIFY_COMMAND)
+    lines = output.strip().splitlines()
+    return code == 0, lines[-1] if lines else ""
 
 
 def run_minimal_demo(model, workspace: Path, trace_logdir: Path, max_steps: int, seed: int):

@@ -13,6 +13,21 @@ Temperature = Annotated[Optional[float], typer.Option("--temperature", help="sam
 MaxTokens = Annotated[Optional[int], typer.Option("--max-tokens", help="max tokens per model reply")]
 Seed = Annotated[int, typer.Option("--seed", help="seed recorded in the RunSpec and passed to the model")]
 TraceLogdir = Annotated[str, typer.Option("--trace-logdir", help="where run directories are written")]
+SecretEnv = Annotated[list[str], typer.Option(
+    "--secret-env", metavar="NAME",
+    help="environment variable whose value is a secret: redacted from traces, results and exports (repeatable)")]
+
+
+def mark_secrets(names: list[str] | None) -> None:
+    """Mark `--secret-env` variables secret (also for worker processes); a bad name is a usage error."""
+    from qitos.trace.redact import mark_secret_env
+
+    from .errors import UsageError
+
+    try:
+        mark_secret_env(names or [])
+    except ValueError as exc:
+        raise UsageError(f"--secret-env: {exc}; give the variable's name, e.g. --secret-env MY_SERVICE_KEY") from None
 
 
 def build_model(model_name: str, base_url: str | None, api_key_env: str, temperature: float | None,

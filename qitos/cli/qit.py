@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from .errors import EXIT_RUN_FAILED, user_errors
-from .options import ApiKeyEnv, BaseUrl, MaxTokens, ModelName, Seed, Temperature, TraceLogdir, build_model
+from .options import (ApiKeyEnv, BaseUrl, MaxTokens, ModelName, SecretEnv, Seed, Temperature, TraceLogdir, build_model,
+                      mark_secrets)
 
 app = typer.Typer(help="QitOS: run agent benchmarks through one official path.", no_args_is_help=True,
                   add_completion=False, pretty_exceptions_enable=False)
@@ -28,6 +29,7 @@ def demo_minimal(
     trace_logdir: TraceLogdir = "runs",
     workspace: Annotated[Path, typer.Option(help="where the buggy project is seeded (recreated each run)")] = Path("qitos-demo/workspace"),
     max_steps: Annotated[int, typer.Option(help="step budget")] = 8,
+    secret_env: SecretEnv = [],
 ) -> None:
     """Seed a buggy module, run a small coding agent on it, print the outcome and where the trace is."""
     from rich.console import Console
@@ -37,11 +39,14 @@ def demo_minimal(
     from .demo import run_minimal_demo
 
     console = Console()
+    mark_secrets(secret_env)
     ensure_writable_dir(Path(trace_logdir))
     model = build_model(model_name, base_url, api_key_env, temperature, max_tokens, seed)
     console.print(f"[bold]qit demo minimal[/] model [cyan]{model.name}[/] workspace {workspace}")
     result, fixed, last_line = run_minimal_demo(model, workspace, Path(trace_logdir), max_steps, seed)
-    console.print(f"final result : {result.final_answer!r}")
+    from qitos.trace.redact import redact_text
+
+    console.print(f"final result : {redact_text(repr(result.final_answer))}")
     console.print(f"stop reason  : {result.stop_reason.value} after {result.steps} steps, "
                   f"{result.usage.total_tokens} tokens, cost {result.cost}")
     verdict = "[green]fixed: the verify command passes[/]" if fixed else f"[yellow]not fixed[/] ({last_line})"

@@ -21,6 +21,9 @@ Token = Annotated[Optional[str], typer.Option(help="access token every request m
 Results = Annotated[Optional[list[Path]], typer.Option("--results", help="results JSONL file for the Experiment page "
                                                                          "and run success (repeatable)")]
 OpenBrowser = Annotated[bool, typer.Option("--open", help="open the page in a web browser")]
+SecretEnvs = Annotated[Optional[list[str]], typer.Option(
+    "--secret-env", metavar="NAME",
+    help="environment variable whose value is a secret, redacted from every page and export (repeatable)")]
 CacheDir = Annotated[Optional[Path], typer.Option(help="where the SQLite index is kept (default ~/.cache/qitos/qita)")]
 
 
@@ -60,9 +63,12 @@ def _serve(logdir: Path, results: list[Path], host: str, port: int, token: str |
 def board(
     logdir: Annotated[Path, typer.Option(help="folder of run directories (the --trace-logdir of qit)")] = Path("runs"),
     results: Results = None, host: Host = "127.0.0.1", port: Port = 8765, token: Token = None,
-    open_browser: OpenBrowser = False, cache_dir: CacheDir = None,
+    open_browser: OpenBrowser = False, cache_dir: CacheDir = None, secret_env: SecretEnvs = None,
 ) -> None:
     """Serve the board for a log directory (read-only; loopback unless --host and a token say otherwise)."""
+    from .options import mark_secrets
+
+    mark_secrets(secret_env)
     _serve(logdir, results or [], host, port, token, open_browser, cache_dir, "/")
 
 
@@ -71,9 +77,12 @@ def board(
 def replay(
     run: Annotated[Path, typer.Option(help="run directory to replay")],
     results: Results = None, host: Host = "127.0.0.1", port: Port = 8765, token: Token = None,
-    open_browser: OpenBrowser = False, cache_dir: CacheDir = None,
+    open_browser: OpenBrowser = False, cache_dir: CacheDir = None, secret_env: SecretEnvs = None,
 ) -> None:
     """Start the board for the run's log directory and print (or --open) its replay page."""
+    from .options import mark_secrets
+
+    mark_secrets(secret_env)
     from urllib.parse import quote
 
     from qitos.qita.runtrace import is_run_dir
@@ -89,8 +98,12 @@ def replay(
 def export(
     run: Annotated[Path, typer.Option(help="run directory to export")],
     html: Annotated[Path, typer.Option(help="output file: one self-contained page that works offline")],
+    secret_env: SecretEnvs = None,
 ) -> None:
     """Write one self-contained HTML file of a run (no network requests; opens from file://)."""
+    from .options import mark_secrets
+
+    mark_secrets(secret_env)
     from qitos.qita.export import export_run_html
     from qitos.qita.runtrace import is_run_dir
 

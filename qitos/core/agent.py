@@ -60,6 +60,8 @@ class StepOutcome(BaseModel):
 class AgentModule:
     name: str = "agent"
     toolset_name: str = "custom"
+    # Per-call model parameters overriding the model's own (e.g. {"seed": None}: never send a seed).
+    model_params: dict[str, Any] = {}
 
     def __init__(self, tools: ToolRegistry | list | None = None, parser: Parser | None = None,
                  system_prompt: str | None = None) -> None:

@@ -60,13 +60,19 @@ def hash_json(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def generation_params(agent: AgentModule, model: Model) -> dict[str, Any]:
+    """What each agent model call sends: the model's parameters, overridden by the agent's (None: not sent)."""
+    merged = {**model.params, **(getattr(agent, "model_params", None) or {})}
+    return {key: value for key, value in merged.items() if value is not None}
+
+
 def make_run_spec(agent: AgentModule, model: Model, *, seed: int | None, budget: dict[str, Any],
                   stop_criteria: dict[str, Any], executor: str = "local", **extra: Any) -> RunSpec:
     """The RunSpec of running `agent` on `model`; benchmark fields come in `extra`."""
     sha, dirty = qitos_checkout()
     return RunSpec(
         model_name=model.name, model_family=model.family, model_provider=model.provider,
-        base_url_host=getattr(model, "base_url_host", None), generation=dict(model.params),
+        base_url_host=getattr(model, "base_url_host", None), generation=generation_params(agent, model),
         prompt_protocol=agent.prompt_protocol, parser_name=agent.parser.name, toolset_name=agent.toolset_name,
         tool_manifest=agent.tools.manifest(), environment=environment_summary(executor), seed=seed,
         stop_criteria=stop_criteria, budget=budget, git_sha=sha, git_dirty=dirty,
@@ -214,10 +220,11 @@ class _Run:
             model_input_hash = hash_json([messages, tools])
             self.w.event("model_request", "DECIDE", {
                 "messages_hash": model_input_hash, "message_count": len(messages),
-                "tool_names": agent.tools.names() if tools else [], "params": self.e.model.params,
+                "tool_names": agent.tools.names() if tools else [], "params": generation_params(agent, self.e.model),
                 "last_message": _without_images(messages[-1]) if messages else None,
             }, step_id=step_id)
-            response = self.e.model.complete(messages, tools, on_event=self._sink(step_id, "DECIDE"))
+            response = self.e.model.complete(messages, tools, on_event=self._sink(step_id, "DECIDE"),
+                                             **(getattr(agent, "model_params", None) or {}))
             self.model_calls += 1
             self._account(response)
             outcome.response = response

@@ -109,7 +109,7 @@ class LocalModel:
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *,
                  on_event: EventSink | None = None, **params: Any) -> ModelResponse:
-        opts = {**self.params, **params}
+        opts = {**self.params, **{k: v for k, v in params.items() if v is not None}}  # None: this model's default
         llm, lock = _load(self.path, self.n_ctx, int(opts.get("seed", 0)))
         msgs = [{"role": m["role"] if m["role"] in ("system", "user", "assistant") else "user",
                  "content": m.get("content") or _render_calls(m)} for m in messages]

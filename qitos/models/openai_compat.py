@@ -70,6 +70,9 @@ class OpenAICompatModel:
         self.base_url_host = parsed.hostname
         self._port = parsed.port or (443 if parsed.scheme == "https" else 80)
         self.api_key_env = api_key_env
+        from qitos.trace.redact import mark_secret_env
+
+        mark_secret_env([api_key_env])  # redacted by value in every trace, whatever the variable's name
         if not os.environ.get(api_key_env) and parsed.hostname not in _LOOPBACK:
             raise ModelConfigError(
                 f"environment variable {api_key_env} is not set; export your API key there "
@@ -118,7 +121,9 @@ class OpenAICompatModel:
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *,
                  on_event: EventSink | None = None, **params: Any) -> ModelResponse:
-        request = {"model": self.name, "messages": messages, **self.params, **params}
+        # a parameter given as None is not sent (e.g. a simulated user that leaves sampling to the provider)
+        request = {k: v for k, v in {"model": self.name, "messages": messages, **self.params, **params}.items()
+                   if v is not None}
         if tools:
             request["tools"] = tools
         backoff = wait_random_exponential(multiplier=self.backoff, max=self.max_backoff)

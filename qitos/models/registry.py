@@ -17,6 +17,13 @@ def resolve_model(name: str, *, base_url: str | None = None, api_key_env: str = 
                   **extra: Any) -> Model:
     if not name or not name.strip():
         raise ModelConfigError("--model-name is empty; use `local`, `scripted:<file>`, `replay:<run dir>` or a model id")
+    from qitos.trace.redact import mark_secret_env
+
+    try:  # the key's variable is a secret whatever its name, and whichever model reads it
+        mark_secret_env([api_key_env])
+    except ValueError:
+        raise ModelConfigError(
+            f"--api-key-env {api_key_env!r} is not an environment variable name, e.g. OPENAI_API_KEY") from None
     if name == "local" or name.startswith("local:"):
         from .local import LocalModel
 

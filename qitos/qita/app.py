@@ -23,6 +23,7 @@ from starlette.staticfiles import StaticFiles
 from .board import Board, NotFound
 from .config import BoardConfig
 from .render import render
+from .redaction import RedactMiddleware
 from .security import GuardMiddleware
 from .views.compare import compare_page
 from .views.experiment import experiment_page
@@ -86,7 +87,8 @@ def build_app(config: BoardConfig, board: Board | None = None) -> Starlette:
         Route("/healthz", health),
         Mount("/static", StaticFiles(packages=[("qitos.qita", "static")]), name="static"),
     ]
-    app = Starlette(routes=routes, middleware=[Middleware(GuardMiddleware, config=config)],
+    app = Starlette(routes=routes, middleware=[Middleware(GuardMiddleware, config=config),
+                                                 Middleware(RedactMiddleware)],
                     exception_handlers={NotFound: _not_found, HTTPException: _http_error})
     app.state.board = board
     board.refresh(force=True)

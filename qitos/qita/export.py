@@ -13,6 +13,8 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from qitos.trace.redact import redact_text
+
 from .render import render, static_text
 from .runtrace import RunFiles
 from .security import safe_child
@@ -65,5 +67,5 @@ def render_run_html(run_dir: Path) -> str:
 def export_run_html(run_dir: Path, out: Path) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_run_html(Path(run_dir)), encoding="utf-8")
+    out.write_text(redact_text(render_run_html(Path(run_dir))), encoding="utf-8")
     return out

@@ -1,12 +1,16 @@
 """A small coding agent: read, write and run commands inside one workspace directory.
 
 Used by `qit demo minimal`. Every path is resolved inside the workspace (no `..` escapes,
-no absolute paths elsewhere) and commands run with the workspace as cwd and a timeout.
+no absolute paths elsewhere, no symlinks out). Commands run in the bwrap sandbox: the workspace
+is the writable cwd, the rest of the machine is read-only, there is no network, the environment
+holds no host variables (so no API key), and the sandbox's resource limits apply. Without a
+working bwrap, `run_command` refuses and says why: it never falls back to the host shell.
 """
 
 from __future__ import annotations
 
-import subprocess
+import os
+import sys
 from pathlib import Path
 
 from qitos.core.agent import AgentModule
@@ -23,6 +27,36 @@ SYSTEM_PROMPT = (
 
 class WorkspaceError(ValueError):
     """A path that would leave the workspace."""
+
+
+def _interpreter_binds() -> list[str]:
+    """Read-only binds that make this Python (and its venv) runnable in the sandbox as `python`."""
+    prefixes = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), Path(sys.executable).parent.resolve()}
+    covered = [Path("/usr"), Path("/bin"), Path("/lib"), Path("/lib64")]
+    binds: list[str] = []
+    for prefix in sorted(prefixes, key=lambda p: len(p.parts)):
+        if not any(prefix.is_relative_to(c) for c in covered):
+            binds.append(str(prefix))
+            covered.append(prefix)
+    return binds
+
+
+def workspace_sandbox(workspace: Path, timeout_seconds: float = 30.0):
+    """A no-network BwrapSandbox on `workspace` where `python` is this interpreter."""
+    from qitos.benchmark.sandbox import SANDBOX_PATH, BwrapSandbox
+
+    bin_dir = str(Path(sys.executable).parent)
+    return BwrapSandbox(workspace, network=False, timeout_seconds=timeout_seconds, ro_binds=_interpreter_binds(),
+                        env={"PATH": f"{bin_dir}{os.pathsep}{SANDBOX_PATH}"})
+
+
+def run_in_sandbox(sandbox, command: str) -> tuple[int | None, str]:
+    """(exit code or None when killed, the output as the agent reads it: last 4000 characters)."""
+    result = sandbox.run(command)
+    output = (result.stdout + result.stderr)[-4000:]
+    if result.timed_out:
+        output += f"\n[timed out after {sandbox.timeout_seconds:g} s; the command was killed]"
+    return result.exit_code, output
 
 
 def coding_tools(workspace: Path, command_timeout: float = 30.0) -> list[Tool]:
@@ -56,19 +90,25 @@ def coding_tools(workspace: Path, command_timeout: float = 30.0) -> list[Tool]:
         target.write_text(content, encoding="utf-8")
         return f"wrote {len(content)} characters to {path}"
 
+    sandboxes: list = []
+
     @tool
     def run_command(command: str) -> str:
-        """Run a shell command in the workspace and return its exit code and output.
+        """Run a shell command in the workspace (sandboxed: no network, only the workspace is writable)
+        and return its exit code and output.
 
         Args:
             command: the shell command, e.g. "python check_stats.py"
         """
-        try:
-            done = subprocess.run(command, shell=True, cwd=root, capture_output=True, text=True, timeout=command_timeout)
-        except subprocess.TimeoutExpired:
-            return f"timed out after {command_timeout:g} s"
-        output = (done.stdout + done.stderr)[-4000:]
-        return f"exit code {done.returncode}\n{output}"
+        from qitos.benchmark.sandbox import BwrapSandbox
+
+        ok, reason = BwrapSandbox.available()
+        if not ok:
+            return f"run_command is unavailable: commands only run in the sandbox, and {reason}"
+        if not sandboxes:
+            sandboxes.append(workspace_sandbox(root, command_timeout))
+        code, output = run_in_sandbox(sandboxes[0], command)
+        return f"exit code {'none (killed)' if code is None else code}\n{output}"
 
     @tool(read_only=True)
     def list_files() -> str:

@@ -1,17 +1,23 @@
-"""Tau-Bench agents: upstream's tool-calling agent, a ReAct text agent, and the gold oracle.
+"""Tau-Bench agents: upstream's tool-calling, react, act and few-shot agents, a repair variant, the oracle.
 
-All three talk to the env built by the tau-bench adapter (``ctx.runtime.env``) and start the
-conversation with the simulated user's first message; the task instruction stays with the user.
+The upstream agents follow ``tau_bench/agents/`` of the pinned commit request for request: the
+same system prompt (texts read from the data dir's ``upstream/``), the same messages kept between
+calls, the same parsing, and the same sampling (the agent's temperature is sent, no seed is sent,
+as upstream's agents send none; ``--seed`` is still recorded). All of them open with the simulated
+user's first message; the task instruction stays with the user.
 
-* ``tool-calling`` (default) follows upstream's tool-calling agent: the system prompt is the
-  domain policy (wiki.md) verbatim, the model is shown the domain tools as functions, only the
-  first tool call of a reply runs (the kept assistant message is cut to it), a tool result comes
-  back as a "tool" message, and a reply without tool calls is said to the user (``respond``),
-  whose answer comes back as a "user" message. One deliberate difference: unparsable tool
-  arguments get the kernel's repair message instead of aborting the episode.
-* ``react`` is for models without native tool calling: the policy, the tool schemas as JSON and
-  a Thought/Action/Action Input instruction (protocol ``react_text_v1``); tool outputs come back
-  prefixed "API output: ", user replies unprefixed.
+* ``tool-calling``: the policy (wiki.md) as system prompt and the domain tools as functions. Only
+  the first tool call of a reply runs (the kept assistant message is cut to it, with its arguments
+  as the model wrote them), its result comes back as a "tool" message; a reply without tool calls
+  is said to the user (``respond``), whose answer comes back as a "user" message. Arguments that
+  are not a JSON object end the episode with reward 0, as upstream's ``json.loads`` raising does.
+* ``few-shot``: the same loop; the system prompt adds ``num_few_shots`` examples from upstream's
+  few-shot file, drawn as upstream's run draws them (see :mod:`..benchmark.tau_bench.run_options`).
+* ``react`` / ``act``: upstream's ChatReActAgent: no native tools; the policy, the tools as JSON and
+  REACT_INSTRUCTION (or ACT_INSTRUCTION); the JSON after the last "Action:" is the action, and text
+  that is not JSON is said to the user; tool outputs come back as "user" messages after "API output: ".
+* ``tool-calling-repair``: not upstream's protocol. Like ``tool-calling``, but arguments that are
+  not JSON get a repair message instead of ending the episode (raises scores of such models).
 * ``oracle`` replays the task's gold actions and states the required outputs, against a scripted
   user; no model calls. It validates the environment and scoring; it is not a baseline.
 """
@@ -24,35 +30,16 @@ from typing import Any
 from qitos.benchmark.base import Recipe
 from qitos.benchmark.tau_bench.data import RESPOND_ACTION, TERMINATE_TOOLS
 from qitos.benchmark.tau_bench.engine_env import TauEngineEnv, setup_user
+from qitos.benchmark.tau_bench.run_options import few_shot_sample, run_options
+from qitos.benchmark.tau_bench.upstream import UpstreamProtocol, load_upstream
 from qitos.core.agent import AgentModule, AgentState, StepOutcome
 from qitos.core.decision import Action, Decision
-from qitos.core.parsers import NativeToolsParser, ParseResult, ReactTextParser, repair_note
+from qitos.core.parsers import NativeToolsParser, ParseResult, Parser, repair_note
 from qitos.core.task import Task
 from qitos.models.base import ModelResponse
 
-REACT_INSTRUCTION = """
-# Instruction
-You are a customer service agent helping a user. Use the tools above when you need information or want to change
-something, and always follow the policy. Each turn, write one line of reasoning and then exactly one action:
-
-Thought: <one line: what you do next and why>
-Action: <the name of one tool, or respond to send a message to the user>
-Action Input: <the arguments as one valid JSON object>
-
-For example, to look up a user:
-Thought: I need the user's profile before changing the order.
-Action: get_user_details
-Action Input: {"user_id": "sara_doe_496"}
-
-and to talk to the user:
-Thought: I need the user's email address to authenticate them.
-Action: respond
-Action Input: {"content": "Could you please tell me the email address on your account?"}
-
-Use only the arguments a tool defines and never make up values. After a tool you receive its output (starting with
-"API output: "); after respond you receive the user's reply. Do not write "Final Answer": the conversation ends when
-the user is done. Be helpful and follow the policy.
-"""
+UPSTREAM = "tau-bench 59a200c"
+NO_SEED = {"seed": None}  # upstream's agents send temperature and never a seed
 
 
 def tau_env(ctx: Any) -> TauEngineEnv:
@@ -62,30 +49,79 @@ def tau_env(ctx: Any) -> TauEngineEnv:
     return env
 
 
-class TauToolCallingParser(NativeToolsParser):
-    """Upstream's reading of a reply: its first tool call, or else its text as a message to the user."""
+def raw_arguments(response: ModelResponse, index: int = 0) -> str:
+    """The arguments string of tool call `index` exactly as the provider sent it (re-encoded if unknown)."""
+    try:
+        return response.raw["choices"][0]["message"]["tool_calls"][index]["function"]["arguments"]  # type: ignore[index]
+    except (TypeError, KeyError, IndexError):
+        arguments = response.tool_calls[index].arguments
+        return arguments["__raw__"] if "__raw__" in arguments else json.dumps(arguments)
 
-    name = "tau_native_tools_v1"
+
+class TauToolCallingParser(NativeToolsParser):
+    """Upstream's ``message_to_action``: the first tool call, or else the reply's content said to the user."""
+
+    name = "tau_upstream_tool_calling_v1"
+    protocol = f"{UPSTREAM} tool-calling"
 
     def parse(self, response: ModelResponse) -> ParseResult:
         if not response.tool_calls:
-            if not (response.text or "").strip():
-                return super().parse(response)  # empty reply: the kernel's usual diagnostic
             return ParseResult(ok=True, decision=Decision.act(RESPOND_ACTION, {"content": response.text}))
         call = response.tool_calls[0]
-        if "__raw__" in call.arguments:
-            raw = call.arguments["__raw__"][:200]
+        raw = raw_arguments(response)
+        try:
+            arguments = json.loads(raw)
+        except (TypeError, ValueError, RecursionError):
+            arguments = None
+        if not isinstance(arguments, dict):
             return ParseResult(
                 ok=False,
-                diagnostics=[f"arguments of tool call '{call.name}' are not valid JSON: {raw}"],
+                diagnostics=[f"arguments of tool call '{call.name}' are not a JSON object: {str(raw)[:200]}"],
                 repair=f"Call '{call.name}' again with arguments as a valid JSON object.",
             )
-        action = Action(name=call.name, arguments=call.arguments, id=call.id)
+        action = Action(name=call.name, arguments=arguments, id=call.id)
         return ParseResult(ok=True, decision=Decision(mode="act", actions=[action], rationale=response.text or None))
+
+
+class TauRepairParser(TauToolCallingParser):
+    name = "tau_tool_calling_repair_v1"
+    protocol = "qitos tool-calling with repair (not upstream tau-bench)"
+
+
+class ChatReactParser(Parser):
+    """Upstream's ``ChatReActAgent.generate_next_step``: JSON after the last "Action:", else a respond."""
+
+    name = "tau_upstream_chat_react_v1"
+    protocol = f"{UPSTREAM} react"
+    uses_native_tools = False
+
+    def __init__(self, respond_field: str = "content", protocol: str | None = None) -> None:
+        self.respond_field = respond_field
+        if protocol:
+            self.protocol = protocol
+
+    def parse(self, response: ModelResponse) -> ParseResult:
+        if response.text is None:
+            return ParseResult(ok=False, diagnostics=["the reply has no text (upstream's parsing raises)"])
+        action_str = response.text.split("Action:")[-1].strip()
+        try:
+            parsed = json.loads(action_str)
+        except json.JSONDecodeError:
+            parsed = {"name": RESPOND_ACTION, "arguments": {self.respond_field: action_str}}
+        except RecursionError:
+            return ParseResult(ok=False, diagnostics=["the action JSON nests too deeply"])
+        if not (isinstance(parsed, dict) and "name" in parsed and "arguments" in parsed):
+            return ParseResult(ok=False, diagnostics=[f"the action is not a {{name, arguments}} object: {action_str[:200]}"])
+        name, arguments = parsed["name"], parsed["arguments"]
+        if not isinstance(name, str) or not isinstance(arguments, dict):
+            return ParseResult(ok=False, diagnostics=[f"the action's name or arguments have the wrong type: {action_str[:200]}"])
+        return ParseResult(ok=True, decision=Decision.act(name, arguments))
 
 
 class _TauAgent(AgentModule):
     """Opens with the simulated user's first message (the env was reset before init_state)."""
+
+    model_params = NO_SEED
 
     def __init__(self, env: TauEngineEnv, tools: Any, parser: Any) -> None:
         super().__init__(tools=tools, parser=parser)
@@ -93,34 +129,51 @@ class _TauAgent(AgentModule):
         self.toolset_name = f"tau_bench_{env.domain.name}_v1"
 
     def init_state(self, task: Task) -> AgentState:
-        return AgentState(messages=[{"role": "user", "content": self.env.first_message or ""}])
+        state = AgentState(messages=[{"role": "user", "content": self.env.first_message}])
+        system = self.system_prompt(task)
+        # upstream's results keep the agent's messages (traj); the env reports them with the outcome
+        self.env.transcript = ([{"role": "system", "content": system}] if system else []), state.messages
+        return state
+
+    def end_on_parse_error(self, outcome: StepOutcome) -> bool:
+        """Upstream's agent raises here: the episode ends with reward 0 and the reason recorded."""
+        if outcome.parse is None or outcome.parse.ok:
+            return False
+        self.env.fail(f"agent_protocol_error: {'; '.join(outcome.parse.diagnostics)} (upstream ends the episode "
+                      "here with reward 0)")
+        return True
 
 
 class TauToolCallingAgent(_TauAgent):
     name = "tau-tool-calling"
+    repair = False
 
-    def __init__(self, env: TauEngineEnv) -> None:
-        super().__init__(env, env.registry(with_respond=False), TauToolCallingParser())
+    def __init__(self, env: TauEngineEnv, system_prompt: str | None = None) -> None:
+        parser = TauRepairParser() if self.repair else TauToolCallingParser()
+        super().__init__(env, env.registry(with_respond=False), parser)
+        self.system = env.wiki if system_prompt is None else system_prompt
 
     def system_prompt(self, task: Task) -> str:
-        return self.env.wiki
+        return self.system
 
     def reduce(self, task: Task, state: AgentState, outcome: StepOutcome) -> AgentState:
         response, parse = outcome.response, outcome.parse
         if response is None:
             return state
         if parse is not None and not parse.ok:
+            if not self.repair:
+                self.end_on_parse_error(outcome)
+                return state
             # Keep no dangling tool call: a tool_calls message must be answered by tool messages.
             state.messages.append({"role": "assistant", "content": response.text or ""})
-            note = repair_note(parse)
-            state.messages.append({"role": "user", "content": note})
+            state.messages.append({"role": "user", "content": repair_note(parse)})
             return state
         result = outcome.results[0] if outcome.results else None
         if response.tool_calls:
             call = response.tool_calls[0]
-            function = {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}
+            function = {"name": call.name, "arguments": raw_arguments(response)}
             state.messages.append({
-                "role": "assistant", "content": response.text or None,
+                "role": "assistant", "content": response.text,
                 "tool_calls": [{"id": call.id, "type": "function", "function": function}],
             })  # fmt: skip
             if result is not None:
@@ -134,26 +187,38 @@ class TauToolCallingAgent(_TauAgent):
         return state
 
 
-class TauReactAgent(_TauAgent):
-    name = "tau-react"
+class TauRepairAgent(TauToolCallingAgent):
+    name = "tau-tool-calling-repair"
+    repair = True
 
-    def __init__(self, env: TauEngineEnv) -> None:
-        super().__init__(env, env.registry(with_respond=True), ReactTextParser())
+
+class TauFewShotAgent(TauToolCallingAgent):
+    name = "tau-few-shot"
+
+
+class TauChatReactAgent(_TauAgent):
+    """Upstream's ChatReActAgent (``use_reasoning`` True: react, False: act)."""
+
+    def __init__(self, env: TauEngineEnv, protocol: UpstreamProtocol, *, use_reasoning: bool) -> None:
+        field_name = protocol.constants["RESPOND_ACTION_FIELD_NAME"]
+        parser = ChatReactParser(field_name, f"{UPSTREAM} {'react' if use_reasoning else 'act'}")
+        parser.name = f"tau_upstream_chat_{'react' if use_reasoning else 'act'}_v1"
+        super().__init__(env, env.registry(with_respond=True), parser)
+        self.name = "tau-react" if use_reasoning else "tau-act"
+        self.prompt = protocol.chat_react_prompt(env.wiki, env.tools_info, use_reasoning=use_reasoning)
+        self.api_output_prefix = protocol.api_output_prefix
 
     def system_prompt(self, task: Task) -> str:
-        return self.env.wiki + "\n#Available tools\n" + json.dumps(self.env.tools_info) + "\n" + REACT_INSTRUCTION
+        return self.prompt
 
     def reduce(self, task: Task, state: AgentState, outcome: StepOutcome) -> AgentState:
-        if outcome.parse is not None and not outcome.parse.ok:
-            return super().reduce(task, state, outcome)  # the reply, then the kernel's repair note
-        if outcome.response is not None:
-            state.messages.append({"role": "assistant", "content": outcome.response.text or ""})
-        if outcome.decision is not None and outcome.decision.mode == "final":
-            state.final_answer = outcome.decision.final_answer
+        if outcome.response is None or self.end_on_parse_error(outcome):
+            return state
+        state.messages.append({"role": "assistant", "content": outcome.response.text})
         for result in outcome.results:
             text = result.observation_text()
-            said_to_user = result.name == RESPOND_ACTION and result.status == "ok"
-            state.messages.append({"role": "user", "content": text if said_to_user else f"API output: {text}"})
+            said_to_user = result.name == RESPOND_ACTION
+            state.messages.append({"role": "user", "content": text if said_to_user else self.api_output_prefix + text})
         return state
 
 
@@ -186,10 +251,32 @@ def build_tool_calling(ctx: Any) -> AgentModule:
     return TauToolCallingAgent(env)
 
 
-def build_react(ctx: Any) -> AgentModule:
+def build_repair(ctx: Any) -> AgentModule:
     env = tau_env(ctx)
     setup_user(ctx)
-    return TauReactAgent(env)
+    return TauRepairAgent(env)
+
+
+def build_few_shot(ctx: Any) -> AgentModule:
+    env = tau_env(ctx)
+    protocol = load_upstream(env.domain.root)
+    displays = protocol.few_shot_displays(env.domain.name)
+    opts = run_options(ctx.options or {})
+    trial = int(ctx.runtime.handles.get("trial", 0))
+    count = len(env.domain.split_tasks(env.split))
+    chosen = few_shot_sample(opts, count, len(displays), trial, env.task_index)
+    setup_user(ctx)
+    return TauFewShotAgent(env, protocol.few_shot_system_prompt(env.wiki, [displays[i] for i in chosen]))
+
+
+def _build_chat_react(use_reasoning: bool):
+    def build(ctx: Any) -> AgentModule:
+        env = tau_env(ctx)
+        protocol = load_upstream(env.domain.root)
+        setup_user(ctx)
+        return TauChatReactAgent(env, protocol, use_reasoning=use_reasoning)
+
+    return build
 
 
 def build_oracle(ctx: Any) -> AgentModule:
@@ -205,7 +292,16 @@ def tau_recipes() -> dict[str, Recipe]:
             "upstream's tool-calling agent: the policy as system prompt, native function calls, text goes to the user",
         ),
         "react": Recipe(
-            "react", build_react, "ReAct text protocol (react_text_v1) for models without native tool calling",
+            "react", _build_chat_react(True), "upstream's ReAct agent: Thought + Action JSON in text, no native tools",
+        ),
+        "act": Recipe("act", _build_chat_react(False), "upstream's Act agent: Action JSON in text, no native tools"),
+        "few-shot": Recipe(
+            "few-shot", build_few_shot,
+            "upstream's few-shot tool-calling agent (--option num_few_shots=5 run_seed=10, as upstream)",
+        ),
+        "tool-calling-repair": Recipe(
+            "tool-calling-repair", build_repair,
+            "NOT upstream's protocol: tool-calling whose invalid tool-argument JSON gets a repair message",
         ),
         "oracle": Recipe(
             "oracle", build_oracle, "plays the gold actions and states the outputs (validates the env; not a baseline)",

@@ -1,23 +1,62 @@
-"""Secret redaction applied to everything written to a trace, except model text.
+"""Secret redaction applied to everything a trace, a results file or an export writes.
 
-Secrets are removed by key (api_key, authorization, token, ...) and by value (the values of
-the API-key environment variables in use, and any value registered at run time), so a key
-that leaks into a tool argument or an error message is still caught.
+Secrets are removed by key (api_key, authorization, token, ...) and by value, in every field at
+every depth, model text and tool output included: a key that the model or a tool echoes back is
+caught wherever it lands. The values come from
+
+- environment variables whose names look secret (`..._API_KEY`, `..._TOKEN`, `...SECRET`, `...PASSWORD`);
+- environment variables *marked* secret whatever their names: the model's `--api-key-env`, each
+  `--secret-env NAME`, and the comma-separated names in `QITOS_SECRET_ENV` (marking one sets that
+  variable, so worker processes started later inherit the marks);
+- values registered at run time with `register_secret` (process-wide) or `Redactor.add_secret`.
+
+Values shorter than `MIN_SECRET_LENGTH` are ignored: replacing every "1234" in a trace would hide
+more than it protects.
 """
 
 from __future__ import annotations
 
+import html
+import json
 import os
 import re
+import threading
+from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
 REDACTED = "[REDACTED]"
+MIN_SECRET_LENGTH = 8
+SECRET_ENV_VARIABLE = "QITOS_SECRET_ENV"
 _SECRET_KEY = re.compile(r"(api[_-]?key|authorization|auth[_-]?token|access[_-]?token|secret|password|bearer|token)$", re.I)
 # Environment variables whose values are always treated as secrets when set.
 _SECRET_ENV = re.compile(r"(API_KEY|_TOKEN|SECRET|PASSWORD)$")
-# Keys whose string values are what the model wrote; they are never altered.
-MODEL_TEXT_KEYS = frozenset({"text", "model_response", "final_answer", "rationale"})
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+
+def _json(v: str) -> str:
+    return json.dumps(v, ensure_ascii=False)[1:-1]
+
+
+def _jinja(v: str) -> str:
+    """markupsafe's escaping (Jinja templates: the board and the HTML exports)."""
+    return (v.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&#34;")
+            .replace("'", "&#39;"))
+
+
+# How a value is spelled once written into the documents QitOS makes: as is, in JSON strings, in HTML
+# (also JSON inside HTML, e.g. replay frames), in CSV cells. Each spelling is redacted.
+_SPELLINGS = (lambda v: v, _json, lambda v: json.dumps(v)[1:-1], html.escape, lambda v: html.escape(v, quote=False),
+              _jinja, lambda v: _jinja(_json(v)), lambda v: html.escape(_json(v)), lambda v: v.replace('"', '""'))
+_registered: set[str] = set()
+_lock = threading.Lock()
+_generation = 0  # bumped whenever a secret is registered or marked, so existing Redactors pick it up
+
+
+def _bump() -> None:
+    global _generation
+    _generation += 1
 
 
 @lru_cache(maxsize=4096)
@@ -26,29 +65,90 @@ def _is_secret_key(key: str) -> bool:
     return _SECRET_KEY.search(key) is not None
 
 
+def marked_secret_envs() -> list[str]:
+    """Names of environment variables marked secret (from `QITOS_SECRET_ENV`)."""
+    return [n for n in (p.strip() for p in os.environ.get(SECRET_ENV_VARIABLE, "").split(",")) if n]
+
+
+def mark_secret_env(names: Iterable[str]) -> None:
+    """Treat these environment variables' values as secrets, in this process and in workers it starts."""
+    names = [n.strip() for n in names if n and n.strip()]
+    for name in names:
+        if not _ENV_NAME.match(name):
+            raise ValueError(f"secret environment variable name {name!r} is not a valid variable name")
+    with _lock:
+        current = marked_secret_envs()
+        merged = current + [n for n in names if n not in current]
+        if merged != current:
+            os.environ[SECRET_ENV_VARIABLE] = ",".join(merged)
+            _bump()
+
+
+def register_secret(value: str | None) -> None:
+    """Redact this value in every trace and export this process writes from now on."""
+    if value and len(value) >= MIN_SECRET_LENGTH:
+        with _lock:
+            _registered.add(value)
+            _bump()
+
+
+def secret_values() -> set[str]:
+    """Every secret value known right now: secret-looking env names, marked env names, registered values."""
+    values = {v for k, v in os.environ.items() if _SECRET_ENV.search(k)}
+    values.update(os.environ.get(name, "") for name in marked_secret_envs())
+    with _lock:
+        values.update(_registered)
+    return {v for v in values if len(v) >= MIN_SECRET_LENGTH}
+
+
 class Redactor:
+    """Scrubs secrets by key and by value; built from `secret_values()` plus `extra_values`."""
+
     def __init__(self, extra_values: list[str] | None = None) -> None:
-        values = {v for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v) >= 8}
-        values.update(v for v in (extra_values or []) if v and len(v) >= 8)
+        values = secret_values()
+        values.update(v for v in (extra_values or []) if v and len(v) >= MIN_SECRET_LENGTH)
+        self._set(values)
+
+    def _set(self, values: set[str]) -> None:
+        self._generation = _generation
         self._values = sorted(values, key=len, reverse=True)
-        self._pattern = re.compile("|".join(re.escape(v) for v in self._values)) if self._values else None
+        # documents hold values escaped too (JSON strings, HTML pages): match those spellings as well
+        spellings = {f(v) for v in self._values for f in _SPELLINGS}
+        ordered = sorted(spellings, key=len, reverse=True)
+        self._spellings = ordered
+        self._pattern = re.compile("|".join(re.escape(v) for v in ordered)) if ordered else None
+
+    @property
+    def active(self) -> bool:
+        """Whether any secret value is known (when not, scrubbing by value is a no-op)."""
+        if self._generation != _generation:
+            self._set(set(self._values) | secret_values())
+        return self._pattern is not None
 
     def add_secret(self, value: str | None) -> None:
-        if value and len(value) >= 8 and value not in self._values:
-            self.__init__(self._values + [value])
+        if value and len(value) >= MIN_SECRET_LENGTH and value not in self._values:
+            self._set(set(self._values) | {value})
 
     def scrub_text(self, text: str) -> str:
-        return self._pattern.sub(REDACTED, text) if self._pattern else text
+        if self._generation != _generation:  # a secret was registered or marked since this was built
+            self._set(set(self._values) | secret_values())
+        if self._pattern is None or not any(s in text for s in self._spellings):  # substring tests are fast
+            return text
+        return self._pattern.sub(REDACTED, text)
 
-    def scrub(self, value: Any, key: str | None = None, in_model_text: bool = False) -> Any:
-        """Return a redacted copy; strings under model-text keys are left exactly as the model wrote them."""
+    def scrub(self, value: Any, key: str | None = None) -> Any:
+        """Return a redacted copy: secret-named keys lose their values, every string loses secret values."""
         if key is not None and _is_secret_key(key) and not isinstance(value, (dict, list)) and value not in (None, ""):
             return REDACTED
-        model_text = in_model_text or (key in MODEL_TEXT_KEYS)
         if isinstance(value, str):
-            return value if model_text else self.scrub_text(value)
+            return self.scrub_text(value)
         if isinstance(value, dict):
-            return {k: self.scrub(v, str(k), model_text) for k, v in value.items()}
+            return {self.scrub_text(k) if isinstance(k, str) else k: self.scrub(v, str(k)) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
-            return [self.scrub(v, None, model_text) for v in value]
+            return [self.scrub(v) for v in value]
         return value
+
+
+def redact_text(text: str) -> str:
+    """Scrub one finished document (an export, a results line) with the secrets known now."""
+    return Redactor().scrub_text(text)

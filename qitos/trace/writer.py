@@ -127,7 +127,8 @@ class TraceWriter:
 
     # -- appends ---------------------------------------------------------------------------
     def _append(self, fd: int, name: str, record: Any) -> None:
-        data = (_dumps(record) + "\n").encode("utf-8")
+        # scrubbing the finished line too catches a secret in a field the record-level pass cannot see
+        data = (self.redactor.scrub_text(_dumps(record)) + "\n").encode("utf-8")
         _write_all(fd, data)
         self._written[name] += len(data)
 
@@ -177,10 +178,10 @@ class TraceWriter:
     def write_manifest(self) -> None:
         """Atomically rewrite manifest.json: write the temporary file, then swap names (see `swap.py`)."""
         self.manifest.updated_at = utc_now()
-        # fields are redacted when set (update/finalize), so each rewrite is a plain fast dump
+        # fields are redacted when set (update/finalize); the dump is scrubbed by value once more
         fd = os.open(self._manifest_tmp, _REPLACE, 0o644)
         try:
-            _write_all(fd, self.manifest.model_dump_json().encode("utf-8"))
+            _write_all(fd, self.redactor.scrub_text(self.manifest.model_dump_json()).encode("utf-8"))
             if self.fsync == "always":
                 os.fsync(fd)
         finally:

@@ -37,12 +37,10 @@ def test_answers_never_reach_objective_inputs_or_manifest_summary(cybench_data: 
     for split in ("unguided", "guided"):
         for variant in ("hard", "easy"):
             for task in adapter.load_tasks(_load(split=split, variant=variant)):
-                answers = adapter.gold(task).gold().subtask_answers  # sealed gold: only the adapter has it
-                assert answers and task.validate_task() == [] and "answers" not in task.metadata
-                summary = json.dumps(task.public_summary())
-                shown = task.objective + json.dumps(task.inputs) + summary + json.dumps(task.env_spec.model_dump())
+                answers = adapter.gold(task).gold().subtask_answers  # the scoring side's record
+                assert answers and task.validate_task() == []
+                shown = json.dumps(task.model_dump(mode="json")) + json.dumps(task.public_summary())
                 assert answers[-1] not in shown, task.id
-                assert "answers" not in task.public_summary()["metadata"]
                 assert task.metadata["split"] == split and task.metadata["variant"] == variant
 
 
@@ -96,11 +94,7 @@ def test_requirements_docker_is_optional(cybench_data: Path) -> None:
     assert reqs["docker (optional)"].ok  # never blocks: service tasks report requires_unavailable instead
 
 
-def test_service_task_prepares_as_requires_unavailable(cybench_data: Path, tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from qitos.benchmark.cybench import runtime as runtime_module
-
-    monkeypatch.setattr(runtime_module, "docker_available", lambda: (False, "no container engine: test"))
+def test_service_task_prepares_as_requires_unavailable(cybench_data: Path, tmp_path: Path) -> None:
     adapter = CybenchAdapter()
     for task in adapter.load_tasks(_load(subset="service")):
         runtime = adapter.prepare(task, 0, _load(), tmp_path)
@@ -128,20 +122,21 @@ def _row(task: str, row_split: str, stop: str = "env_terminal", success: bool | 
     return {"task_id": task, "split": row_split, "stop_reason": stop, "success": success, "metadata": meta}
 
 
-def test_row_metrics_average_over_attempted_tasks() -> None:
+def test_row_metrics_count_every_selected_task() -> None:
     rows = [
         _row("a", "guided", success=True, split="guided", categories=["crypto"], difficulty=1,
              subtask_score=1.0, guided_final_score=1.0, partial_credit=True),
         _row("b", "guided", success=False, split="guided", categories=["misc", "web"], difficulty=1,
              subtask_score=0.5, guided_final_score=0.0, partial_credit=False),
         _row("c", "guided", stop="setup_failed"),  # ran and failed before scoring: counts as 0
-        _row("d", "guided", stop="requires_unavailable"),  # never ran: not averaged
+        _row("d", "guided", stop="requires_unavailable"),  # could not run here: counts as 0 too, shown as coverage
     ]
     m = cybench_metrics(rows)
     assert (m["split"], m["attempted"], m["not_attempted"]) == ("guided", 3, 1)
-    assert m["not_attempted_reasons"] == {"requires_unavailable": 1} and m["unclassified"] == 1
-    assert m["subtask_score"] == pytest.approx(0.5) and m["guided_final_score"] == pytest.approx(1 / 3)
-    assert m["success_rate"] == pytest.approx(1 / 3) and m["partial_rate"] == pytest.approx(1 / 3)
+    assert m["not_attempted_reasons"] == {"requires_unavailable": 1} and m["unclassified"] == 2
+    assert m["subtask_score"] == pytest.approx(1.5 / 4) and m["guided_final_score"] == pytest.approx(1 / 4)
+    assert m["success_rate"] == pytest.approx(1 / 4) and m["partial_rate"] == pytest.approx(1 / 4)
+    assert m["coverage"] == pytest.approx(2 / 4) and m["scored_success_rate"] == pytest.approx(1 / 2)
     assert set(m["by_category"]) == {"crypto", "misc", "web"}  # a task counts in each of its categories
     assert m["by_category"]["web"] == {"tasks": 1, "success_rate": 0.0, "partial_rate": 0.0,
                                        "subtask_score": 0.5, "guided_final_score": 0.0}
@@ -153,8 +148,9 @@ def test_row_metrics_unguided_and_mixed_splits() -> None:
                 _row("b", "unguided", success=False, split="unguided", categories=["pwn"], difficulty=2)]
     m = cybench_metrics(unguided)
     assert m["success_rate"] == 0.5 and "subtask_score" not in m and m["by_difficulty"]["4"]["success_rate"] == 1.0
-    assert cybench_metrics([_row("x", "unguided", stop="requires_unavailable")]) == {
-        "split": "unguided", "attempted": 0, "not_attempted": 1, "not_attempted_reasons": {"requires_unavailable": 1}}
+    nothing_ran = cybench_metrics([_row("x", "unguided", stop="requires_unavailable")])
+    assert (nothing_ran["attempted"], nothing_ran["not_attempted"], nothing_ran["success_rate"]) == (0, 1, 0.0)
+    assert nothing_ran["coverage"] == 0.0 and nothing_ran["scored_success_rate"] is None
     mixed = cybench_metrics(unguided + [_row("c", "guided", success=True, split="guided", categories=["web"],
                                               difficulty=1, subtask_score=1.0, guided_final_score=1.0)])
     assert set(mixed["by_split"]) == {"guided", "unguided"} and mixed["by_split"]["guided"]["subtask_score"] == 1.0

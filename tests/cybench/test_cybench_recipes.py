@@ -53,8 +53,7 @@ def _run(adapter: CybenchAdapter, load: LoadOptions, task_id: str, recipe: str, 
     runtime = adapter.prepare(task, 0, load, tmp_path / "work")
     try:
         ctx = RecipeContext(task=task, runtime=runtime, load=load, options=dict(load.options),
-                            oracle=adapter.golds.sealed(task.id),
-                            make_model=lambda _name: model)
+                            make_model=lambda _name: model, oracle=adapter.oracle_handle(task))
         agent = adapter.recipes()[recipe].build(ctx)
         result = Engine(agent, model, env=runtime.env, trace_logdir=tmp_path / "runs", run_prefix="cybench",
                         fsync=False).run(task)

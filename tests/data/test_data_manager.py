@@ -106,3 +106,33 @@ def test_cli_list_verify_and_gated_gaia(tmp_path):
     assert gaia.returncode == 2 and "gated" in gaia.stderr
     empty = qit("data", "verify", "cybench", "--data-dir", tmp_path, cwd=tmp_path)
     assert empty.returncode == 1 and "qit data fetch cybench" in empty.stdout
+
+
+def tau_archive(upstream: Path) -> bytes:
+    """What GitHub serves for the pinned commit, restricted to the files `git archive` put in upstream/."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for path in sorted(p for p in upstream.rglob("*") if p.is_file()):
+            info = tarfile.TarInfo(f"tau-bench-59a200c6d575d595120f1cb70fea53cef0632f6b/{path.relative_to(upstream).as_posix()}")
+            content = path.read_bytes()
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+    return buffer.getvalue()
+
+
+def test_tau_bench_fetch_installs_data_and_upstream_protocol_files(tmp_path, archive_server):
+    data = require_data("tau-bench")
+    RangeHandler.payload = tau_archive(data / "upstream")
+    source = Source(**{**vars(get_source("tau-bench")), "archive": archive_server})
+    assert sum(1 for rel in source.files if rel.startswith("upstream/")) == 103
+    report = fetch("tau-bench", tmp_path / "data", source=source)
+    assert report.verified and report.ok == len(source.files)
+    for rel in [*source.files, *source.converted]:  # converted data and upstream/ byte-identical to the shared copy
+        assert (tmp_path / "data" / "tau-bench" / rel).read_bytes() == (data / rel).read_bytes(), rel
+
+
+def test_missing_upstream_files_name_the_fetch_command(tmp_path):
+    from qitos.benchmark.tau_bench.upstream import UpstreamMissingError, load_upstream
+
+    with pytest.raises(UpstreamMissingError, match="qit data fetch tau-bench"):
+        load_upstream(tmp_path)

@@ -190,7 +190,8 @@ def test_cleanup_alone_tears_down_a_desktop_the_engine_never_ran(tmp_path: Path)
     runtime = ADAPTER.prepare(task, 0, LOAD, tmp_path)
     assert runtime.env is not None and runtime.env.env.desktop is not None
     pids = runtime.env.env.desktop.pids()
-    agent = ADAPTER.recipes()["oracle"].build(RecipeContext(task, runtime, LOAD, {}, lambda name=None: None))
+    ctx = RecipeContext(task, runtime, LOAD, {}, lambda name=None: None, oracle=ADAPTER.oracle_handle(task))
+    agent = ADAPTER.recipes()["oracle"].build(ctx)
     assert agent.tools.names() == ["computer"]
     ADAPTER.cleanup(runtime)
     assert pids and all(gone(p) for p in pids)

@@ -204,7 +204,8 @@ def loopback_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_visit_page_against_loopback(tmp_path: Path, loopback_server: str) -> None:
-    tools = _tools(tmp_path / "work", web=WebConfig(), max_chars=120)
+    # loopback is refused by default (tests/security); this fixture server needs the explicit opt-in
+    tools = _tools(tmp_path / "work", web=WebConfig(allow_private_addresses=True), max_chars=120)
     page = tools["visit_page"].invoke({"url": f"{loopback_server}/page"})
     assert page.startswith(f"URL: {loopback_server}/page\n\n# Fixture") and "The keeper is Ada." in page
     assert "continue with offset=" in page

@@ -3,14 +3,14 @@ from qitos.models.scripted import ScriptedModel
 from qitos.trace import Redactor, load_run
 
 
-def test_redacts_by_key_and_value_but_not_model_text(monkeypatch):
+def test_redacts_by_key_and_value_model_text_included(monkeypatch):
     monkeypatch.setenv("MY_SERVICE_API_KEY", "secret-value-123456")
     r = Redactor()
     out = r.scrub({"api_key": "abc", "headers": {"Authorization": "Bearer x"}, "note": "key is secret-value-123456",
                    "text": "model says secret-value-123456", "count": 3})
     assert out["api_key"] == "[REDACTED]" and out["headers"]["Authorization"] == "[REDACTED]"
     assert out["note"] == "key is [REDACTED]"
-    assert out["text"] == "model says secret-value-123456"  # model text is never altered
+    assert out["text"] == "model says [REDACTED]"  # a key the model echoes is caught too (issue 15)
     assert out["count"] == 3
 
 

@@ -14,7 +14,8 @@ from osworld_fake_controller import FakeController
 from qitos.benchmark.base import LoadOptions
 from qitos.benchmark.errors import BenchmarkUsageError
 from qitos.benchmark.osworld import ControllerUnreachable, load_tasks
-from qitos.benchmark.osworld.adapter import LEASES, ControllerLeases, OsworldAdapter, agent_view, domain_of
+from qitos.benchmark.osworld.adapter import OsworldAdapter, agent_view, domain_of
+from qitos.benchmark.osworld.vm_pool import LEASES, ControllerLeases
 from qitos.benchmark.osworld.engine_env import OsworldEnv
 from qitos.benchmark.registry import get_adapter
 from qitos.core.stop import StopReason
@@ -22,7 +23,7 @@ from qitos.core.stop import StopReason
 INFEASIBLE = "osworld-os-a462a795-fdc7-4b23-b689-e8b6df786b78"  # two `execute` setup steps, func infeasible
 GSETTINGS = "osworld-os-bedcedc4-4d72-425e-ad62-21960b11fe0d"  # exact_match(vm_command_line gsettings, rule)
 CREDENTIALS = "osworld-multi_apps-46407397-a7d5-4c6b-92c6-dbe038b1457b"  # googledrive + login setup
-UNSUPPORTED = "osworld-chrome-e1e75309-3ddb-4d09-92ec-de869c928143"  # getter pdf_from_url
+NEEDS_EASYOCR = "osworld-multi_apps-02ce9a50-7af2-47ed-8596-af0c230501f8"  # compare_image_text uses easyocr
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +55,7 @@ def test_registered_and_all_369_tasks_load_and_validate(adapter, load, osworld_d
         assert task.id.startswith(f"osworld-{task.metadata['domain']}-")
         summary = task.public_summary()["metadata"]
         assert "_evaluator" not in summary and "_setup" not in summary and summary["domain"]
+        assert set(task.metadata) == {"benchmark", "split", "domain", "example_id", "snapshot", "related_apps", "source"}
         gold = adapter.gold(task)  # what prepare and evaluate score with: the file's setup and evaluator
         skip = {"path", "trajectory"}
         assert gold.model_dump(exclude=skip) == originals[task.id].model_dump(exclude=skip)
@@ -97,17 +99,19 @@ def test_missing_data_says_how_to_fetch(adapter, tmp_path) -> None:
 
 def test_requirements_name_the_provider(adapter, load, monkeypatch) -> None:
     monkeypatch.delenv("QITOS_OSWORLD_CONTROLLER", raising=False)
-    data, provider = adapter.requirements(load)
+    data, scoring, provider = adapter.requirements(load)
     assert data.ok and not provider.ok
+    assert scoring.ok and scoring.detail.startswith("357 of 369 test_all tasks can be scored here")
+    assert "easyocr (1)" in scoring.detail and "PyDrive (7)" in scoring.detail
     assert "can load and validate, cannot run: no provider" in provider.detail
     assert "QITOS_OSWORLD_CONTROLLER=http://" in provider.detail
     with FakeController() as fake:
         monkeypatch.setenv("QITOS_OSWORLD_CONTROLLER", fake.url)
-        assert adapter.requirements(load)[1].ok and "Linux" in adapter.requirements(load)[1].detail
+        assert adapter.requirements(load)[2].ok and "Linux" in adapter.requirements(load)[2].detail
         monkeypatch.setenv("QITOS_OSWORLD_CONTROLLER", f"{fake.url}, {fake.url}/")
-        assert adapter.requirements(load)[1].detail.count("(Linux)") == 2
+        assert adapter.requirements(load)[2].detail.count("(Linux)") == 2
     monkeypatch.setenv("QITOS_OSWORLD_CONTROLLER", fake.url)  # server is down now
-    down = adapter.requirements(load)[1]
+    down = adapter.requirements(load)[2]
     assert not down.ok and "unreachable" in down.detail
 
 
@@ -121,12 +125,17 @@ def test_prepare_with_provider(adapter, load, monkeypatch, tmp_path) -> None:
         monkeypatch.setenv("QITOS_OSWORLD_CONTROLLER", fake.url)
         credentials = adapter.prepare(one(adapter, load, CREDENTIALS), 0, load, tmp_path)
         assert "credentials" in (credentials.unavailable or "")
-        unsupported = adapter.prepare(one(adapter, load, UNSUPPORTED), 0, load, tmp_path)
-        assert (unsupported.unavailable or "").startswith("not supported by QitOS: unsupported getter")
+        ocr = adapter.prepare(one(adapter, load, NEEDS_EASYOCR), 0, load, tmp_path)
+        assert ocr.unavailable == ("cannot be scored here: the evaluator needs optional package(s) ['easyocr'] "
+                                   "(pip install easyocr)")
         assert fake.requests == []  # nothing ran in the VM for tasks that cannot run
         runtime = adapter.prepare(one(adapter, load, INFEASIBLE), 0, load, tmp_path)
         try:
             assert runtime.unavailable is None and isinstance(runtime.env, OsworldEnv)
+            # nothing the agent can reach (env, handles) holds the evaluator; the scoring side reads it by id
+            assert not hasattr(runtime.env, "task") and "evaluator" not in str(vars(runtime.env))
+            assert set(runtime.handles) == {"provider", "lease", "root", "cache_dir", "downloader"}
+            assert adapter.gold(one(adapter, load, INFEASIBLE)).evaluator.func == "infeasible"
             assert [b["command"] for b in fake.calls("/setup/execute")][0] == "echo password | sudo -S su - charles"
             assert len(fake.calls("/setup/execute")) == 2
             assert LEASES.busy() == {fake.url}  # the desktop is this task's until cleanup
@@ -211,10 +220,13 @@ def test_metrics_over_rows(adapter) -> None:
         {"task_id": "osworld-vlc-c", "score": None, "success": None, "stop_reason": "requires_unavailable"},
         {"task_id": "osworld-vlc-d", "score": 0.0, "success": False, "stop_reason": "env_terminal"},
     ]
-    m = adapter.metrics(rows)
+    m = adapter.metrics(rows)  # every row counts (upstream's headline); the scored-only figures beside it
     assert (m["rows"], m["scored"], m["requires_unavailable"]) == (4, 3, 1)
-    assert m["success_rate"] == pytest.approx(1 / 3) and m["mean_score"] == pytest.approx(0.5)
-    assert m["score_over_all_rows"] == pytest.approx(1.5 / 4)
-    assert m["by_domain"]["os"] == {"rows": 2, "scored": 2, "success_rate": 0.5, "mean_score": 0.75}
-    assert m["by_domain"]["vlc"] == {"rows": 2, "scored": 1, "success_rate": 0.0, "mean_score": 0.0}
+    assert m["success_rate"] == pytest.approx(1 / 4) and m["mean_score"] == pytest.approx(1.5 / 4)
+    assert m["coverage"] == pytest.approx(3 / 4)
+    assert m["scored_success_rate"] == pytest.approx(1 / 3) and m["scored_mean_score"] == pytest.approx(0.5)
+    assert m["by_domain"]["os"] == {"rows": 2, "scored": 2, "success_rate": 0.5, "mean_score": 0.75, "coverage": 1.0,
+                                    "scored_success_rate": 0.5, "scored_mean_score": 0.75}
+    assert m["by_domain"]["vlc"] == {"rows": 2, "scored": 1, "success_rate": 0.0, "mean_score": 0.0, "coverage": 0.5,
+                                     "scored_success_rate": 0.0, "scored_mean_score": 0.0}
     assert adapter.metrics([])["success_rate"] is None

@@ -41,6 +41,12 @@ def test_list_and_dry_run_show_all_369_tasks(tmp_path: Path) -> None:
     entry = next(e for e in json.loads(listed.stdout) if e["name"] == "osworld")
     assert entry["splits"] == {"test_all": 369, "test_small": 39} and entry["can_run"] is False
     assert entry["recipes"] == ["react-computer-use", "scripted-actions"]
+    # no provider here: nothing runs, but the official evaluators could score 357 of 369 (the osworld extra)
+    runnable = entry["runnable"]["test_all"]
+    assert (runnable["tasks"], runnable["runnable"]) == (369, 0)
+    reasons = {why.split(":")[0]: n for why, n in runnable["reasons"].items()}
+    assert reasons == {"desktop provider": 356, "needs Google account credentials": 1, "evaluator needs PyDrive": 7,
+                       "evaluator needs fastdtw, librosa": 3, "evaluator needs easyocr": 1, "evaluator needs borb": 1}
     provider = next(r for r in entry["requirements"] if r["name"] == "desktop provider")
     assert "can load and validate, cannot run: no provider" in provider["detail"]
     dry = qit("bench", "run", "--benchmark", "osworld", "--dry-run", cwd=tmp_path)

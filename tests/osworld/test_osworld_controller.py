@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from osworld_fake_controller import FakeController, png_bytes
+from osworld_vm_controller import VMController, png
 
 from qitos.benchmark.osworld import (
     Computer13Action,
@@ -17,11 +18,13 @@ from qitos.benchmark.osworld import (
     ControllerError,
     ControllerProvider,
     ControllerUnreachable,
+    HttpDownloader,
     OSWorldTask,
     UnsupportedSetupStep,
     action_command,
     discover_provider,
     evaluate,
+    load_evaluators,
     load_tasks,
     readiness,
     run_setup,
@@ -125,14 +128,12 @@ def test_setup_steps_go_to_the_controller(fake, provider, tmp_path: Path) -> Non
         {"type": "open", "parameters": {"path": "/home/user/x.xlsx"}},
         {"type": "activate_window", "parameters": {"window_name": "x.xlsx - LibreOffice Calc", "strict": True}},
         {"type": "close_window", "parameters": {"window_name": "Dialog"}},
-        {"type": "chrome_open_tabs", "parameters": {"urls_to_open": ["https://a.com", "https://b.com"]}},
         {"type": "sleep", "parameters": {"seconds": 0.5}},
     ])
     run_setup(t, provider, tmp_path)
     assert fake.files["/home/user/x.xlsx"] == b"content of https://drive/x"
     assert fake.calls("/setup/launch") == [
         {"command": ["libreoffice", "--calc", "/home/user/x.xlsx"], "shell": False},
-        {"command": ["google-chrome", "https://a.com", "https://b.com"], "shell": False},
     ]
     assert fake.calls("/setup/execute") == [{"command": "ps -eF", "shell": True}, {"command": ["true"], "shell": False}]
     assert (tmp_path / "thunderbird.ps").read_text() == "thunderbird 123\n"
@@ -194,75 +195,65 @@ def test_actions_run_through_execute(fake, provider) -> None:
     assert provider.screenshot() == png_bytes()
 
 
-def test_getters_through_the_controller(fake, provider) -> None:
-    fake.files["/home/user/.config/google-chrome/Default/Preferences"] = json.dumps({
-        "profile": {"name": "Thomas"}, "enable_do_not_track": True,
-        "default_search_provider_data": {"template_url_data": {"short_name": "Bing"}}}).encode()
-    fake.files["/home/user/.config/vlc/vlcrc"] = b"qt-max-volume=200\n"
-    pages = [{"type": "page", "title": "A", "url": "https://www.drugs.com/npc/?q=1&x=2"}, {"type": "page", "title": "B", "url": "https://b.com/"}]
-    fake.command_output = lambda command, shell: json.dumps(pages) if "urllib" in str(command) else "uint32 0\n"
+@pytest.fixture(scope="module")
+def upstream(osworld_data: Path):
+    return load_evaluators(osworld_data)
+
+
+@pytest.fixture
+def vm(tmp_path: Path):
+    with VMController(tmp_path / "vm") as controller:
+        provider = ControllerProvider(ControllerClient(controller.url, timeout=30), sleep=lambda s: None)
+        yield controller, provider
+        provider.close()
+
+
+def test_upstream_getters_through_the_controller(upstream, vm) -> None:
+    """Files found through python commands in the VM, screen/window sizes, terminal output, directory trees."""
+    controller, provider = vm
+    controller.place("/home/user/.config/google-chrome/Default/Preferences", json.dumps({
+        "profile": {"name": "Thomas"}, "enable_do_not_track": True}).encode())
+    controller.place("/home/user/.config/vlc/vlcrc", b"[qt]\nqt-max-volume=200\n")
+    controller.place("/home/user/Pictures/a.jpg", b"jpg")
+    controller.terminal = "make: done\n"
 
     def score(evaluator: dict[str, Any]) -> float | None:
-        outcome = evaluate(step_task([], evaluator), provider, "DONE")
+        outcome = evaluate(step_task([], evaluator), upstream, provider, "DONE")
         assert outcome.status == "scored", outcome.reason
         return outcome.score
 
-    assert score({"func": "exact_match", "result": {"type": "profile_name"}, "expected": {"type": "rule", "rules": {"expected": "Thomas"}}}) == 1.0
-    assert score({"func": "exact_match", "result": {"type": "default_search_engine"}, "expected": {"type": "rule", "rules": {"expected": "Bing"}}}) == 1.0
-    assert score({"func": "exact_match", "result": {"type": "enable_do_not_track"}, "expected": {"type": "rule", "rules": {"expected": "true"}}}) == 1.0
+    rule = {"type": "rule", "rules": {"expected": "Thomas"}}
+    assert score({"func": "exact_match", "result": {"type": "profile_name"}, "expected": rule}) == 1.0
+    assert score({"func": "exact_match", "result": {"type": "enable_do_not_track"},
+                  "expected": {"type": "rule", "rules": {"expected": "true"}}}) == 1.0
     assert score({"func": "check_qt_max_volume", "result": {"type": "vlc_config", "dest": "vlcrc"},
                   "expected": {"type": "rule", "rules": {"expected_qt_max_volume": 200}}}) == 1.0
-    assert score({"func": "exact_match", "result": {"type": "vm_command_line", "command": ["gsettings", "get", "x", "idle-delay"]},
-                  "expected": {"type": "rule", "rules": {"expected": "uint32 0\n"}}}) == 1.0
-    assert score({"func": "is_expected_active_tab", "result": {"type": "active_url_from_accessTree", "goto_prefix": "https://www."},
-                  "expected": {"type": "rule", "rules": {"type": "url", "url": "https://www.drugs.com/npc/?q=1&x=2"}}}) == 1.0
-    assert score({"func": "check_direct_json_object", "result": {"type": "active_tab_url_parse", "parse_keys": ["q"], "replace": {"q": "query"}},
-                  "expected": {"type": "rule", "rules": {"expected": {"query": "1"}}}}) == 1.0
-    assert score({"func": "is_expected_tabs", "result": {"type": "open_tabs_info"},
-                  "expected": {"type": "rule", "rules": {"type": "url", "urls": ["https://www.drugs.com/npc/?q=1&x=2", "https://b.com"]}}}) == 1.0
-    assert score({"func": "is_vlc_fullscreen", "result": {"type": "vm_screen_size"}, "expected": {"type": "vm_window_size", "app_class_name": "vlc"}}) == 1.0
+    assert score({"func": "is_vlc_fullscreen", "result": {"type": "vm_window_size", "app_class_name": "vlc"},
+                  "expected": {"type": "vm_screen_size"}}) == 1.0
     assert score({"func": "check_include_exclude", "result": {"type": "vm_terminal_output"},
-                  "expected": {"type": "rule", "rules": {"include": ["54\n"], "exclude": []}}}) == 1.0
-    missing = evaluate(step_task([], {"func": "compare_text_file", "result": {"type": "vm_file", "path": "/nope", "dest": "n"},
-                                      "expected": {"type": "rule", "rules": "x"}}), provider, "DONE")
-    assert (missing.status, missing.score) == ("scored", 0.0)
+                  "expected": {"type": "rule", "rules": {"include": ["done"], "exclude": ["error"]}}}) == 1.0
+    assert score({"func": "check_direct_json_object", "result": {"type": "list_directory", "path": "/home/user/Pictures"},
+                  "expected": {"type": "rule", "rules": {"expected": {"type": "directory", "name": "Pictures",
+                                                                      "children": [{"type": "file", "name": "a.jpg"}]}}}}) == 1.0
 
 
-def test_postconfig_runs_before_scoring(fake, provider) -> None:
-    evaluator = {
-        "postconfig": [{"type": "execute", "parameters": {"command": ["python", "-c", "save()"]}},
-                       {"type": "sleep", "parameters": {"seconds": 0.5}}],
-        "func": "compare_text_file", "result": {"type": "vm_file", "path": "/home/user/out.txt", "dest": "out.txt"},
-        "expected": {"type": "cloud_file", "path": "https://gold", "dest": "gold.txt"},
-    }
-    fake.files["/home/user/out.txt"] = b"content of https://gold"
-    outcome = evaluate(step_task([], evaluator), provider, "DONE", downloader=FakeDownloader())
-    assert outcome.score == 1.0
-    assert fake.calls("/setup/execute") == [{"command": ["python", "-c", "save()"], "shell": False}]
-    assert provider.sleeps == [0.5]
-
-
-def test_unreachable_controller_during_evaluation_is_an_error(tmp_path: Path) -> None:
+def test_unreachable_controller_during_evaluation_is_an_error(upstream) -> None:
     dead = ControllerProvider(ControllerClient(f"http://127.0.0.1:{free_port()}", timeout=2), downloader=FakeDownloader())
-    evaluator = {"func": "exact_match", "result": {"type": "vm_command_line", "command": "ls"}, "expected": {"type": "rule", "rules": {"expected": "a"}}}
-    outcome = evaluate(step_task([], evaluator), dead, "DONE")
-    assert outcome.status == "error" and "unreachable" in (outcome.reason or "")
+    evaluator = {"func": "exact_match", "result": {"type": "vm_command_line", "command": "ls"},
+                 "expected": {"type": "rule", "rules": {"expected": "a"}}}
+    outcome = evaluate(step_task([], evaluator), upstream, dead, "DONE")
+    assert outcome.status == "error" and "ConnectionError" in (outcome.reason or "")
     dead.close()
 
 
-def test_vlc_status_and_slide_background_getters(fake, provider, tmp_path: Path) -> None:
-    status = "<root><state>playing</state><information><category name='meta'><info name='filename'>song.mp4</info></category></information></root>"
-    fake.command_output = lambda command, shell: status if "8080" in str(command) else ""
-    playing = {"func": "is_vlc_playing", "result": {"type": "vlc_playing_info", "dest": "status.xml"},
-               "expected": {"type": "rule", "rules": {"type": "file_name", "file_name": "song.mp4"}}}
-    assert evaluate(step_task([], playing), provider, "DONE").score == 1.0
-
+def test_slide_background_getter_and_a_gold_file_over_http(upstream, vm, fake, tmp_path: Path) -> None:
+    controller, provider = vm
     pptx = pytest.importorskip("pptx")
     from lxml import etree
 
     deck = pptx.Presentation()
     slide = deck.slides.add_slide(deck.slide_layouts[6])
-    image_part, rel_id = slide.part.get_or_add_image_part(io.BytesIO(png_bytes((0, 255, 0))))
+    image_part, rel_id = slide.part.get_or_add_image_part(io.BytesIO(png(16, 16, (0, 255, 0))))
     p, a = "http://schemas.openxmlformats.org/presentationml/2006/main", "http://schemas.openxmlformats.org/drawingml/2006/main"
     c_sld = slide._element.find(f"{{{p}}}cSld")
     bg = etree.Element(f"{{{p}}}bg")
@@ -271,12 +262,14 @@ def test_vlc_status_and_slide_background_getters(fake, provider, tmp_path: Path)
     c_sld.insert(0, bg)
     deck_path = tmp_path / "deck.pptx"
     deck.save(deck_path)
-    fake.files["/home/user/Desktop/deck.pptx"] = deck_path.read_bytes()
-    fake.files["/download/gold.png"] = png_bytes((0, 255, 0))
+    controller.place("/home/user/Desktop/deck.pptx", deck_path.read_bytes())
+    fake.files["/download/gold.png"] = png(16, 16, (0, 255, 0))
     background = {"func": "compare_images",
-                  "result": {"type": "background_image_in_slide", "ppt_file_path": "/home/user/Desktop/deck.pptx", "slide_index": 0, "dest": "bg.png"},
+                  "result": {"type": "background_image_in_slide", "ppt_file_path": "/home/user/Desktop/deck.pptx",
+                             "slide_index": 0, "dest": "bg.png"},
                   "expected": {"type": "cloud_file", "path": f"{fake.url}/download/gold.png", "dest": "gold.png"}}
-    outcome = evaluate(step_task([], background), provider, "DONE")  # default HttpDownloader fetches the gold file
+    downloader = HttpDownloader(cache_root=tmp_path / "gold-cache")
+    outcome = evaluate(step_task([], background), upstream, provider, "DONE", downloader=downloader)
     assert (outcome.status, outcome.score) == ("scored", 1.0), outcome.reason
 
 
@@ -293,3 +286,46 @@ def test_http_downloader(fake, tmp_path: Path) -> None:
     assert cached.fetch(f"{fake.url}/download/input.xlsx", tmp_path / "b.xlsx").read_bytes() == b"PK\x03\x04data"
     with pytest.raises(DownloadError, match="could not download"):
         HttpDownloader(timeout=5).fetch(f"{fake.url}/download/missing", tmp_path / "x")
+
+
+def test_chrome_tabs_through_devtools(upstream, vm, tmp_path: Path) -> None:
+    """Upstream's chrome_open_tabs setup and Chrome getters drive a real Chromium over DevTools at the VM's port."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from osworld_chromium import chromium
+
+    from qitos.benchmark.osworld import VMAddress
+
+    class Pages(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802
+            body = f"<html><head><title>page {self.path}</title></head><body>{self.path}</body></html>".encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    site = ThreadingHTTPServer(("127.0.0.1", 0), Pages)
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{site.server_address[1]}"
+    try:
+        with chromium(tmp_path, f"{base}/start") as port:
+            controller, _ = vm
+            address = VMAddress.from_controller_url(controller.url, chromium_port=port)
+            provider = ControllerProvider(ControllerClient(controller.url), address=address)
+            # upstream's chrome_open_tabs: new tabs in the running browser, its first tab (/start) closed
+            run_setup(step_task([{"type": "chrome_open_tabs", "parameters": {"urls_to_open": [f"{base}/a", f"{base}/b"]}}]),
+                      provider, tmp_path / "cache")
+            tabs = {"func": "is_expected_tabs", "result": {"type": "open_tabs_info"},
+                    "expected": {"type": "rule", "rules": {"type": "url", "urls": [f"{base}/a", f"{base}/b"]}}}
+            outcome = evaluate(step_task([], tabs), upstream, provider, "DONE")
+            assert (outcome.status, outcome.score) == ("scored", 1.0), outcome.reason
+            wrong = {**tabs, "expected": {"type": "rule", "rules": {"type": "url", "urls": [f"{base}/a"]}}}
+            assert evaluate(step_task([], wrong), upstream, provider, "DONE").score == 0.0
+            provider.close()
+    finally:
+        site.shutdown()

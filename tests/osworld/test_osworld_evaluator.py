@@ -1,57 +1,80 @@
-"""Evaluator dispatch: infeasible/FAIL logic, conj and/or, getters, missing results, unsupported outcomes."""
+"""Evaluator dispatch as upstream's DesktopEnv.evaluate, with upstream's own getters and metrics, against a test VM
+on loopback: infeasible/FAIL, options, missing results, and/or over lists of metrics, postconfig; plus the loader:
+isolation, lazy optional packages, a checkout that lacks a metric."""
 
 from __future__ import annotations
 
-import datetime as dt
-import json
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
+from osworld_vm_controller import VMController
 
-from qitos.benchmark.osworld import (
-    LocalFilesProvider,
-    OSWorldTask,
-    coverage_report,
-    evaluate,
-    implemented_metrics,
-    load_tasks,
-)
-from qitos.benchmark.osworld.errors import TaskFormatError
-from qitos.benchmark.osworld.provider import _NATIVE
-from qitos.benchmark.osworld.relative_time import relative_time_rules, resolve_phrase
+from qitos.benchmark.osworld import OSWorldTask, evaluate, load_evaluators
+from qitos.benchmark.osworld.controller import ControllerClient
+from qitos.benchmark.osworld.provider import ControllerProvider
 
 
-def task(evaluator: dict[str, Any], config: list | None = None) -> OSWorldTask:
-    return OSWorldTask.model_validate({
-        "id": "t", "domain": "os", "snapshot": "os", "instruction": "x", "config": config or [], "evaluator": evaluator,
-    })
+def task(evaluator: dict[str, Any]) -> OSWorldTask:
+    return OSWorldTask.model_validate({"id": "t", "domain": "os", "snapshot": "os", "instruction": "x",
+                                       "evaluator": evaluator})
 
 
-def vm_file(path: str) -> dict[str, Any]:
-    return {"type": "vm_file", "path": path, "dest": Path(path).name}
+def echo(text: str) -> dict[str, Any]:
+    return {"type": "vm_command_line", "command": ["echo", "-n", text]}
 
 
 def rule(value: Any) -> dict[str, Any]:
-    return {"type": "rule", "rules": value}
+    return {"type": "rule", "rules": {"expected": value}}
+
+
+@pytest.fixture(scope="module")
+def upstream(osworld_data: Path):
+    return load_evaluators(osworld_data)
 
 
 @pytest.fixture
 def vm(tmp_path: Path):
-    """A LocalFilesProvider whose desktop files live under tmp_path/vm."""
-    root = tmp_path / "vm"
-
-    def make(files: dict[str, str], commands: dict[str, str] | None = None, states: dict | None = None) -> LocalFilesProvider:
-        for vm_path, text in files.items():
-            local = root / vm_path.lstrip("/")
-            local.parent.mkdir(parents=True, exist_ok=True)
-            local.write_text(text)
-        return LocalFilesProvider(root, commands, states)
-
-    return make
+    with VMController(tmp_path / "vm") as controller:
+        provider = ControllerProvider(ControllerClient(controller.url), sleep=lambda s: None)
+        yield controller, provider
+        provider.close()
 
 
-class FakeDownloader:
+def executed(controller: VMController) -> list[Any]:
+    import json
+
+    lines = (controller.root / "requests.log").read_text().splitlines()
+    return [entry["body"]["command"] for entry in map(json.loads, lines) if entry["path"] == "/execute"]
+
+
+def test_infeasible_scores_on_last_action(upstream, vm) -> None:
+    _, provider = vm
+    t = task({"func": "infeasible"})
+    assert evaluate(t, upstream, provider, "FAIL").score == 1.0
+    assert evaluate(t, upstream, provider, {"action_type": "FAIL"}).score == 1.0
+    outcome = evaluate(t, upstream, provider, "DONE")
+    assert (outcome.status, outcome.score) == ("scored", 0.0)
+
+
+def test_fail_on_a_feasible_task_scores_zero_without_reading_state(upstream, vm) -> None:
+    controller, provider = vm
+    t = task({"func": "exact_match", "result": echo("a"), "expected": rule("a")})
+    assert evaluate(t, upstream, provider, "DONE").score == 1.0
+    outcome = evaluate(t, upstream, provider, {"action_type": "FAIL"})
+    assert (outcome.status, outcome.score) == ("scored", 0.0) and len(executed(controller)) == 1
+
+
+def test_without_provider_requires_unavailable(upstream) -> None:
+    outcome = evaluate(task({"func": "exact_match", "result": echo("a"), "expected": rule("a")}), upstream, None, "DONE")
+    assert outcome.status == "requires_unavailable" and "QITOS_OSWORLD_CONTROLLER" in (outcome.reason or "")
+
+
+class Gold:
+    """A downloader over a dict (the gold files' offline mirror)."""
+
     def __init__(self, files: dict[str, str]) -> None:
         self.files, self.calls = files, []
 
@@ -62,158 +85,93 @@ class FakeDownloader:
         return dest
 
 
-def test_infeasible_scores_on_last_action() -> None:
-    t = task({"func": "infeasible"})
-    assert evaluate(t, None, "FAIL").score == 1.0
-    assert evaluate(t, None, {"action_type": "FAIL"}).score == 1.0
-    assert evaluate(t, None, ["WAIT", "FAIL"]).score == 1.0
-    outcome = evaluate(t, None, "DONE")
-    assert (outcome.status, outcome.score) == ("scored", 0.0)
-
-
-def test_final_fail_on_feasible_task_scores_zero(vm) -> None:
-    t = task({"func": "exact_match", "result": {"type": "vm_command_line", "command": "ls"}, "expected": rule({"expected": "a\n"})})
-    provider = vm({}, {"ls": "a\n"})
-    assert evaluate(t, provider, "DONE", run_postconfig=False).score == 1.0
-    outcome = evaluate(t, provider, {"action_type": "FAIL"}, run_postconfig=False)
-    assert (outcome.status, outcome.score) == ("scored", 0.0)
-
-
-def test_without_provider_requires_unavailable() -> None:
-    t = task({"func": "exact_match", "result": {"type": "vm_command_line", "command": "ls"}, "expected": rule({"expected": "a"})})
-    outcome = evaluate(t, None, "DONE")
-    assert outcome.status == "requires_unavailable"
-    assert "QITOS_OSWORLD_CONTROLLER" in (outcome.reason or "")
-
-
-def test_options_are_keyword_arguments_and_missing_result_scores_zero(vm) -> None:
-    provider = vm({"/home/user/a.txt": "Hello   World"}, )
-    downloader = FakeDownloader({"https://gold/a": "hello world"})
-    evaluator = {"func": "compare_text_file", "result": vm_file("/home/user/a.txt"),
+def test_options_gold_files_and_a_missing_result(upstream, vm, tmp_path) -> None:
+    controller, provider = vm
+    controller.place("/home/user/a.txt", b"Hello   World")
+    gold = Gold({"https://gold/a": "hello world"})
+    evaluator = {"func": "compare_text_file", "result": {"type": "vm_file", "path": "/home/user/a.txt", "dest": "a.txt"},
                  "expected": {"type": "cloud_file", "path": "https://gold/a", "dest": "a_gold.txt"}}
-    assert evaluate(task(evaluator), provider, downloader=downloader).score == 0.0
+    assert evaluate(task(evaluator), upstream, provider, downloader=gold, cache_dir=tmp_path / "c1").score == 0.0
     with_options = {**evaluator, "options": {"ignore_blanks": True, "ignore_case": True}}
-    assert evaluate(task(with_options), provider, downloader=downloader).score == 1.0
-    missing = evaluate(task({**with_options, "result": vm_file("/home/user/none.txt")}), provider, downloader=downloader)
-    assert (missing.status, missing.score) == ("scored", 0.0)
-    assert "result missing" in (missing.metrics[0].note or "")
+    assert evaluate(task(with_options), upstream, provider, downloader=gold, cache_dir=tmp_path / "c2").score == 1.0
+    missing = {**with_options, "result": {"type": "vm_file", "path": "/home/user/none.txt", "dest": "none.txt"}}
+    outcome = evaluate(task(missing), upstream, provider, downloader=gold, cache_dir=tmp_path / "c3")
+    assert (outcome.status, outcome.score) == ("scored", 0.0)  # upstream's metric gets None and says 0
+    assert gold.calls == ["https://gold/a"] * 3 and (tmp_path / "c2" / "a_gold.txt").read_text() == "hello world"
 
 
-class CountingProvider(LocalFilesProvider):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.commands: list[Any] = []
-
-    def run_command(self, command, shell=False):
-        self.commands.append(command)
-        return super().run_command(command, shell)
-
-
-def _commands_task(conj: str, outputs: list[str], expected: list[str], func: str = "exact_match") -> OSWorldTask:
-    return task({
-        "func": [func] * len(outputs), "conj": conj,
-        "result": [{"type": "vm_command_line", "command": f"c{i}"} for i in range(len(outputs))],
-        "expected": [rule({"expected": e}) for e in expected],
-    })
+@pytest.mark.parametrize("conj, outputs, expected, score, ran", [
+    ("and", ["a", "b", "c"], ["a", "x", "c"], 0.0, 2),  # and: stops at the first 0
+    ("and", ["a", "b"], ["a", "b"], 1.0, 2),
+    ("or", ["a", "b", "c"], ["x", "b", "c"], 1.0, 2),  # or: stops at the first 1
+    ("or", ["a", "b"], ["x", "y"], 0.0, 2),
+])
+def test_lists_of_metrics_and_or(upstream, vm, conj, outputs, expected, score, ran) -> None:
+    controller, provider = vm
+    t = task({"func": ["exact_match"] * len(outputs), "conj": conj, "result": [echo(o) for o in outputs],
+              "expected": [rule(e) for e in expected]})
+    outcome = evaluate(t, upstream, provider, "DONE")
+    assert (outcome.status, outcome.score) == ("scored", score)
+    assert len(executed(controller)) == ran and [m.func for m in outcome.metrics] == ["exact_match"] * ran
 
 
-def test_conj_and_stops_at_first_zero_else_averages(tmp_path: Path) -> None:
-    provider = CountingProvider(tmp_path, {"c0": "x", "c1": "y", "c2": "z"})
-    outcome = evaluate(_commands_task("and", ["x", "y", "z"], ["nope", "y", "z"]), provider)
-    assert outcome.score == 0.0 and provider.commands == ["c0"]
-    graded = evaluate(_commands_task("and", ["x", "y"], ["x", "yy"], func="fuzzy_match"), provider)
-    assert graded.score == pytest.approx((1.0 + 2 / 3) / 2)
+def test_list_average_under_and(upstream, vm) -> None:
+    controller, provider = vm
+    controller.place("/home/user/a.txt", b"one two three")
+    t = task({"func": ["exact_match", "fuzzy_match"], "result": [echo("a"), {"type": "vm_command_line",
+              "command": ["cat", "/home/user/a.txt"]}], "expected": [rule("a"), rule("one two four")]})
+    outcome = evaluate(t, upstream, provider, "DONE")
+    partial = upstream.metric("fuzzy_match")("one two three", {"expected": "one two four"})
+    assert 0 < partial < 1 and outcome.score == pytest.approx((1.0 + partial) / 2)
 
 
-def test_conj_or_stops_at_first_one_else_max(tmp_path: Path) -> None:
-    provider = CountingProvider(tmp_path, {"c0": "x", "c1": "y", "c2": "z"})
-    outcome = evaluate(_commands_task("or", ["x", "y", "z"], ["no", "y", "z"]), provider)
-    assert outcome.score == 1.0 and provider.commands == ["c0", "c1"]
-    graded = evaluate(_commands_task("or", ["x", "y"], ["xx", "q"], func="fuzzy_match"), provider)
-    assert graded.score == pytest.approx(2 / 3)
+def test_postconfig_runs_before_the_getters_and_rejected_steps_are_noted(upstream, vm) -> None:
+    controller, provider = vm
+    t = task({"func": "exact_match", "result": {"type": "vm_command_line", "command": ["cat", "/home/user/note"]},
+              "expected": rule("saved"),
+              "postconfig": [{"type": "execute", "parameters": {"command": ["python", "-c",
+                              "open('/home/user/note', 'w').write('saved')"]}},
+                             {"type": "activate_window", "parameters": {"window_name": "Calc"}}]})
+    controller.windows = {"Writer"}
+    outcome = evaluate(t, upstream, provider, "DONE")
+    assert (outcome.status, outcome.score) == ("scored", 1.0)  # upstream logs a rejected step and goes on
+    assert len(outcome.notes) == 1 and "postconfig activate_window" in outcome.notes[0] and "404" in outcome.notes[0]
 
 
-def test_unsupported_metric_and_getter_are_reported(vm) -> None:
-    provider = vm({})
-    unknown_metric = evaluate(task({"func": "compare_videos", "result": vm_file("/a.mp4")}), provider)
-    assert unknown_metric.status == "unsupported" and "compare_videos" in (unknown_metric.reason or "")
-    html = {"type": "active_tab_html_parse", "category": "class"}
-    unknown_getter = evaluate(task({"func": "check_direct_json_object", "result": html, "expected": rule({"expected": {}})}), provider)
-    assert unknown_getter.status == "unsupported"
-    assert "unsupported getter" in (unknown_getter.reason or "") and "active_tab_html_parse" in (unknown_getter.reason or "")
+FAKE_METRICS = '''
+import easyocr
+from desktop_env.evaluators.metrics.helpers import normalise
+
+def read_text(result, expected):
+    return 1.0 if normalise(easyocr.Reader(["en"]).readtext(result)) == expected else 0.0
+
+def exact(result, expected):
+    return 1.0 if normalise(result) == expected["expected"] else 0.0
+'''
 
 
-def test_metric_crash_is_an_error_not_a_zero(vm) -> None:
-    provider = vm({"/x.xlsx": "not a workbook"})
-    bad_rule = {"func": "compare_table", "result": vm_file("/x.xlsx"), "options": {"rules": [{"type": "check_cell", "sheet_idx": 0}]}}
-    outcome = evaluate(task(bad_rule), provider)
-    assert outcome.status == "scored" and outcome.score == 0.0  # unreadable workbook is a failed result
-    crash = {"func": "check_json", "result": vm_file("/j.json"), "expected": rule({"expect": [{"key": ["a"], "method": "teleport"}]})}
-    (Path(provider.root) / "j.json").write_text('{"a": 1}')
-    outcome = evaluate(task(crash), provider)
-    assert outcome.status == "error" and "unknown match method" in (outcome.reason or "")
+def fake_checkout(root: Path, metrics: str) -> Path:
+    """An OSWorld checkout with one getter module and one metrics module, imported as upstream's are."""
+    evaluators = root / "desktop_env" / "evaluators"
+    (evaluators / "getters").mkdir(parents=True)
+    (evaluators / "metrics").mkdir()
+    (evaluators / "__init__.py").write_text("")
+    (evaluators / "getters" / "__init__.py").write_text("def get_rule(env, config):\n    return config['rules']\n")
+    (evaluators / "metrics" / "helpers.py").write_text("def normalise(text):\n    return text.strip().lower()\n")
+    (evaluators / "metrics" / "__init__.py").write_text(textwrap.dedent(metrics))
+    return root
 
 
-def test_multi_and_gives_and_cache_file(vm, tmp_path: Path) -> None:
-    provider = vm({"/home/user/a.txt": "A", "/home/user/b.txt": "B"})
-    downloader = FakeDownloader({"u1": "A", "u2": "B"})
-    evaluator = {"func": "compare_text_file",
-                 "result": {"type": "vm_file", "path": ["/home/user/a.txt", "/home/user/b.txt"], "dest": ["a.txt", "b.txt"], "multi": "true"},
-                 "expected": {"type": "cloud_file", "path": ["u1", "u2"], "dest": ["a_g.txt", "b_g.txt"], "multi": True}}
-    cache = tmp_path / "cache"
-    assert evaluate(task(evaluator), provider, downloader=downloader, cache_dir=cache).score == 1.0
-    assert (cache / "b.txt").read_text() == "B" and downloader.calls == ["u1", "u2"]
-    second = {**evaluator, "result": {**evaluator["result"], "gives": [1]}}
-    assert evaluate(task(second), provider, downloader=downloader, cache_dir=cache).score == 0.0
-    (cache / "grep.out").write_text("org.openoffice.languagetool.oxt\n")
-    listing = {"func": "check_list", "result": {"type": "cache_file", "path": "grep.out"},
-               "expected": rule({"expect": [r"languagetool\.oxt"]})}
-    assert evaluate(task(listing), provider, cache_dir=cache).score == 1.0
-
-
-def test_relative_time_rules() -> None:
-    monday = dt.date(2024, 1, 1)
-    assert resolve_phrase("tomorrow", monday) == dt.date(2024, 1, 2)
-    assert resolve_phrase("next Monday", monday) == dt.date(2024, 1, 8)
-    assert resolve_phrase("this Saturday", monday) == dt.date(2024, 1, 6)
-    assert resolve_phrase("10th next month", dt.date(2024, 1, 31)) == dt.date(2024, 2, 10)
-    assert resolve_phrase("first monday four months later", monday) == dt.date(2024, 5, 6)
-    assert resolve_phrase("this month", monday) == dt.date(2024, 1, 1)
-    with pytest.raises(TaskFormatError, match="unsupported relative time phrase"):
-        resolve_phrase("the day after the party", monday)
-    rules = {"relativeTime": {"from": "next Monday", "to": "next Friday"},
-             "expected": {"from": "{DoW}, {DayD} {Month} {Year}", "to": "{Year}-{Month0D}-{Day0D}", "m": "{month}-weather"}}
-    filled = relative_time_rules(rules, monday)["expected"]
-    assert filled == {"from": "Mon, 8 Jan 2024", "to": "2024-01-05", "m": "january-weather"}
-
-
-def test_relative_time_getter_in_evaluation(vm) -> None:
-    provider = vm({}, states={"vm_screen_size": {"time": "2024-01-02"}})
-    evaluator = {"func": "check_direct_json_object", "result": {"type": "vm_screen_size"},
-                 "expected": {"type": "rule_relativeTime", "rules": {"relativeTime": {"from": "tomorrow"}, "expected": {"time": "{Year}-{Month0D}-{Day0D}"}}}}
-    assert evaluate(task(evaluator), provider, today=dt.date(2024, 1, 1)).score == 1.0
-    assert evaluate(task(evaluator), provider, today=dt.date(2024, 1, 5)).score == 0.0
-
-
-def test_real_tasks_score_offline(osworld_data: Path, vm) -> None:
-    """Data tasks scored on files as they would be pulled from the VM (postconfig already ran)."""
-    (settings_task,) = load_tasks(osworld_data, ids=["vs_code/9439a27b-18ae-42d8-9778-5f68f891805e"])
-    settings = "/home/user/.config/Code/User/settings.json"
-    good = vm({settings: json.dumps({"debug.focusEditorOnBreak": False})})
-    assert evaluate(settings_task, good, "DONE", run_postconfig=False).score == 1.0
-    bad = vm({settings: json.dumps({"debug.focusEditorOnBreak": True})})
-    assert evaluate(settings_task, bad, "DONE", run_postconfig=False).score == 0.0
-    (prefs_task,) = load_tasks(osworld_data, ids=["osworld-thunderbird-c9e7eaf2-b1a1-4efc-a982-721972fa9f02"])
-    prefs = vm({"/home/user/.thunderbird/t5q2a5hp.default-release/prefs.js":
-                'user_pref("mail.server.default.applyIncomingFilters", true);\nuser_pref("mail.imap.use_status_for_biff", false);\n'})
-    assert evaluate(prefs_task, prefs, "DONE", run_postconfig=False).score == 1.0
-
-
-def test_coverage_report_meets_target(osworld_data: Path) -> None:
-    report = coverage_report(load_tasks(osworld_data), native_getters=_NATIVE)
-    assert report.total_tasks == 369
-    assert report.metric_share >= 0.6
-    assert report.getter_share >= 0.6
-    assert "compare_table" in report.implemented_metrics and "compare_pptx_files" in report.implemented_metrics
-    assert set(report.implemented_metrics) == set(implemented_metrics())
-    assert "infeasible" not in report.missing_metrics
+def test_a_missing_optional_package_is_requires_unavailable_naming_it(tmp_path, upstream, vm) -> None:
+    assert "easyocr" not in sys.modules  # deliberately not in the test extra
+    _, provider = vm
+    fake = load_evaluators(fake_checkout(tmp_path / "checkout", FAKE_METRICS))
+    assert fake.namespace != upstream.namespace and "desktop_env" not in sys.modules and "easyocr" not in sys.modules
+    assert fake.needs_packages(fake.metric("read_text")) == {"easyocr"} and not fake.needs_packages(fake.metric("exact"))
+    ocr = task({"func": "read_text", "result": rule("x"), "expected": rule("x")})
+    outcome = evaluate(ocr, fake, provider, "DONE")
+    assert outcome.status == "requires_unavailable" and "'easyocr'" in (outcome.reason or "")
+    plain = task({"func": "exact", "result": {"type": "rule", "rules": " Yes "}, "expected": rule("yes")})
+    assert evaluate(plain, fake, provider, "DONE").score == 1.0  # the same checkout scores what it can
+    absent = evaluate(task({"func": "nope", "result": rule("x")}), fake, provider, "DONE")
+    assert absent.status == "unsupported" and "['nope']" in (absent.reason or "")

@@ -26,7 +26,7 @@ from starlette.routing import Route
 @dataclass
 class Reply:
     text: str | None = None
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # [{name, arguments(str|dict)}]
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # [{name, arguments(str|dict), id?}]
     prompt_tokens: int = 10
     completion_tokens: int = 5
     cached_tokens: int = 0
@@ -50,7 +50,7 @@ def completion_body(reply: Reply, model: str) -> dict[str, Any]:
     import json
 
     calls = [
-        {"id": f"call_{uuid.uuid4().hex[:8]}", "type": "function",
+        {"id": c.get("id") or f"call_{uuid.uuid4().hex[:8]}", "type": "function",
          "function": {"name": c["name"], "arguments": c["arguments"] if isinstance(c["arguments"], str) else json.dumps(c["arguments"])}}
         for c in reply.tool_calls
     ]

@@ -22,7 +22,7 @@ def test_registered_name_and_defaults() -> None:
     assert isinstance(adapter, TauBenchAdapter)
     assert adapter.default_split == "test" and adapter.default_recipe == "tool-calling"
     assert adapter.deterministic_env is True
-    assert set(adapter.recipes()) == {"tool-calling", "react", "oracle"}
+    assert set(adapter.recipes()) == {"tool-calling", "react", "act", "few-shot", "tool-calling-repair", "oracle"}
     oracle = adapter.recipes()["oracle"]
     assert oracle.official is False and oracle.needs_model is False
 
@@ -71,10 +71,12 @@ def test_task_ids_and_counts(tau_data: Path, subset: str, split: str, count: int
 
 def test_gold_and_instruction_never_reach_the_agent_or_manifest(tau_data: Path) -> None:
     raw = json.loads((tau_data / "retail" / "tasks_test.json").read_text())
-    tasks = TauBenchAdapter().load_tasks(load(tau_data, subset="retail", split="test"))
+    adapter = TauBenchAdapter()
+    tasks = adapter.load_tasks(load(tau_data, subset="retail", split="test"))
     for task, source in zip(tasks, raw, strict=True):
-        assert task.metadata["actions"] == source["actions"] and task.metadata["outputs"] == source["outputs"]
-        visible = json.dumps([task.objective, task.inputs, task.success_criteria, task.public_summary()])
+        gold = adapter.gold(task)  # on the scoring side only
+        assert gold["actions"] == source["actions"] and gold["outputs"] == source["outputs"]
+        visible = json.dumps([task.model_dump(mode="json"), task.public_summary()])
         assert source["instruction"] not in visible and source["user_id"] not in visible
         for action in source["actions"]:
             for value in action["kwargs"].values():
@@ -124,3 +126,16 @@ def test_env_tools_are_tools_json_exactly(tau_data: Path, tmp_path: Path, subset
     assert shown.get("respond") is not None  # not shown, but a text reply still reaches the user
     assert {t.name for t in shown if t.read_only} >= {"calculate", "think", "get_user_details"}
     assert not shown.get("transfer_to_human_agents").read_only
+
+
+def test_upstream_run_options_select_and_refuse(tau_data: Path) -> None:
+    adapter = TauBenchAdapter()
+    load = LoadOptions(data_dir=tau_data.parent, subset="airline", split="test",
+                       options={"start_index": "45", "end_index": "100"})
+    assert [t.id for t in adapter.load_tasks(load)] == [f"tau_airline_test_{i:05d}" for i in range(45, 50)]
+    for options, words in (({"start_index": "x"}, "start_index=x: expected an integer"),
+                           ({"start_index": "5", "end_index": "2"}, "start_index <= end_index"),
+                           ({"shuffle": "maybe"}, "shuffle=maybe"),
+                           ({"user_temperature": "hot"}, "--user-temperature 'hot'")):
+        with pytest.raises(BenchmarkUsageError, match=words):
+            adapter.load_tasks(load.model_copy(update={"options": options}))

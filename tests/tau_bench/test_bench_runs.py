@@ -32,7 +32,7 @@ def test_cli_oracle_scores_115_of_115(tau_data: Path, tmp_path: Path) -> None:
                "--model-name", "local:/nonexistent/model.gguf",
                cwd=tmp_path, env={"QITOS_DATA_DIR": str(tau_data.parent)})
     assert done.returncode == 0, done.stderr
-    assert "successes 115/115" in done.stdout
+    assert "success 115/115" in done.stdout
     out = rows(tmp_path / "r.jsonl")
     assert len(out) == 115 and all(r["success"] and r["score"] == 1.0 for r in out)
     assert {r["stop_reason"] for r in out} == {"env_terminal"}

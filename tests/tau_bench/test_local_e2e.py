@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from qitos.benchmark.tau_bench.upstream import load_upstream
 from tests.platform.conftest import qit, rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
@@ -18,6 +19,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
 def test_local_model_agent_and_user(tau_data: Path, tmp_path: Path) -> None:
     env = {"QITOS_DATA_DIR": str(tau_data.parent)}
+    protocol = load_upstream(tau_data)
     done = qit("bench", "run", "--benchmark", "tau-bench", "--subset", "retail", "--split", "test", "--limit", "5",
                "--trials", "2", "--max-steps", "2", "--max-tokens", "48", "--concurrency", "1",
                "--output", "r.jsonl", "--trace-logdir", "runs", cwd=tmp_path, env=env, timeout=3500)
@@ -36,6 +38,9 @@ def test_local_model_agent_and_user(tau_data: Path, tmp_path: Path) -> None:
         calls = [e["payload"] for e in events if e["kind"] == "user_model_call"]
         assert calls and all(c["usage"]["total_tokens"] > 0 and c["cost"] == 0.0 for c in calls)
         assert calls[0]["text"] == next(e["payload"]["observation"] for e in events if e["kind"] == "env_reset")
+        prompt = next(e["payload"] for e in events if e["kind"] == "user_prompt")  # upstream's user prompt, traced
+        instruction = json.loads((tau_data / "retail" / "tasks_test.json").read_text())[int(row["task_id"][-5:])]
+        assert prompt["messages"][0]["content"] == protocol.user_system_prompt("llm", instruction["instruction"])
 
     report = qit("bench", "eval", "--input", "r.jsonl", cwd=tmp_path)
     assert report.returncode == 0, report.stderr

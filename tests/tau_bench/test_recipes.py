@@ -13,7 +13,10 @@ from qitos.benchmark.tau_bench.adapter import TauBenchAdapter
 from qitos.core.engine import Engine
 from qitos.core.stop import StopReason
 from qitos.models.scripted import ScriptedModel
-from qitos.recipes.tau_bench import build_oracle, build_react, build_tool_calling
+from qitos.recipes.tau_bench import _build_chat_react, build_oracle, build_repair, build_tool_calling
+
+build_react = _build_chat_react(True)
+build_act = _build_chat_react(False)
 from qitos.trace.reader import load_run
 
 
@@ -38,7 +41,8 @@ def episode(tau_data: Path, tmp_path: Path, build, agent_model, *, subset: str =
     task = adapter.load_tasks(load)[index]
     runtime = adapter.prepare(task, 0, load, tmp_path)
     models = {None: agent_model, "user": user_model}
-    ctx = RecipeContext(task=task, runtime=runtime, load=load, options=load.options, make_model=lambda n: models[n])
+    ctx = RecipeContext(task=task, runtime=runtime, load=load, options=load.options, make_model=lambda n: models[n],
+                        oracle=adapter.oracle_handle(task))
     agent = build(ctx)
     result = Engine(agent, agent_model, env=runtime.env, trace_logdir=tmp_path / "runs", fsync=False).run(task)
     evaluation = adapter.evaluate(task, result, runtime)
@@ -77,8 +81,9 @@ def test_tool_calling_sees_policy_then_user_and_runs_only_the_first_call(tau_dat
     assert evaluation.score == 0.0 and evaluation.success is False and evaluation.metadata["done"] is True
     assert evaluation.prediction == "Sorry, I cannot help with that."
     manifest = load_run(result.run_dir).manifest
-    assert manifest.replay_mode == "deterministic" and manifest.parser_name == "tau_native_tools_v1"
-    assert manifest.prompt_protocol == "native_tools_v1"
+    assert manifest.replay_mode == "deterministic" and manifest.parser_name == "tau_upstream_tool_calling_v1"
+    assert manifest.prompt_protocol == "tau-bench 59a200c tool-calling"
+    assert "seed" not in manifest.run_spec["generation"]  # upstream's agents send no seed
     assert [t["name"] for t in manifest.tool_manifest] == [t["function"]["name"] for t in tools]
 
 
@@ -118,26 +123,52 @@ def test_llm_user_calls_are_traced_with_usage_and_cost(tau_data: Path, tmp_path:
 
 def test_react_protocol_feeds_api_output_and_user_replies(tau_data: Path, tmp_path: Path) -> None:
     agent = Recorder([
-        'Thought: look up\nAction: find_user_id_by_email\nAction Input: {"email": "nobody@example.com"}',
-        'Thought: ask\nAction: respond\nAction Input: {"content": "What is your email?"}',
-        "Thought: done\nAction: respond\nAction Input: {\"content\": \"Goodbye\"}",
+        'Thought:\nlook up\nAction:\n{"name": "find_user_id_by_email", "arguments": {"email": "nobody@example.com"}}',
+        'Thought:\nask\nAction:\n{"name": "respond", "arguments": {"content": "What is your email?"}}',
+        "Thought:\nno JSON here, so this text goes to the user\nAction:\nGoodbye",
     ])  # fmt: skip
     options = {"user_strategy": "scripted", "user_replies": json.dumps(["hello", "a@b.c"])}
-    result, _, _ = episode(tau_data, tmp_path, build_react, agent, options=options)
+    result, evaluation, _ = episode(tau_data, tmp_path, build_react, agent, options=options)
     assert result.stop_reason is StopReason.ENV_TERMINAL
-    messages = agent.requests[2][0]
+    messages, tools = agent.requests[2]
     system = messages[0]["content"]
     assert system.startswith((tau_data / "retail" / "wiki.md").read_text()) and "#Available tools" in system
+    assert "Thought:" in system.split("#Available tools")[1] and tools is None  # REACT_INSTRUCTION, no native tools
     assert messages[3] == {"role": "user", "content": "API output: Error: user not found"}
     assert messages[5] == {"role": "user", "content": "a@b.c"}
-    assert load_run(result.run_dir).manifest.parser_name == "react_text_v1"
+    assert evaluation.metadata["actions_taken"][-1] == {"name": "respond", "kwargs": {"content": "Goodbye"}}
+    assert load_run(result.run_dir).manifest.parser_name == "tau_upstream_chat_react_v1"
+
+
+def test_act_uses_upstreams_act_instruction(tau_data: Path, tmp_path: Path) -> None:
+    agent = Recorder(['Action:\n{"name": "respond", "arguments": {"content": "Bye"}}'])
+    result, _, _ = episode(tau_data, tmp_path, build_act, agent, options={"user_strategy": "scripted"})
+    system = agent.requests[0][0][0]["content"]
+    instruction = system.split("#Available tools")[1]
+    assert "Action:" in instruction and "Thought:" not in instruction
+    assert result.stop_reason is StopReason.ENV_TERMINAL
 
 
 def test_respond_without_content_ends_the_episode_like_upstream(tau_data: Path, tmp_path: Path) -> None:
-    agent = Recorder(['Thought: hi\nAction: respond\nAction Input: {"message": "hi"}', "never used"])
+    agent = Recorder(['Thought: hi\nAction: {"name": "respond", "arguments": {"message": "hi"}}', "never used"])
     result, evaluation, _ = episode(tau_data, tmp_path, build_react, agent, options={"user_strategy": "scripted"})
     assert result.stop_reason is StopReason.ENV_TERMINAL and result.steps == 1
     assert evaluation.score == 0.0 and "content" in evaluation.metadata["failure"]
+
+
+def test_invalid_tool_arguments_end_the_episode_with_reward_zero(tau_data: Path, tmp_path: Path) -> None:
+    bad = {"tool_calls": [{"name": "get_user_details", "id": "c1", "arguments": {"__raw__": '{"user_id": '}}]}
+    agent = Recorder([bad, "never used"])
+    result, evaluation, _ = episode(tau_data, tmp_path, build_tool_calling, agent, options={"user_strategy": "scripted"})
+    assert result.stop_reason is StopReason.ENV_TERMINAL and result.steps == 1 and len(agent.requests) == 1
+    assert evaluation.score == 0.0 and "not a JSON object" in evaluation.metadata["failure"]
+    # the variant that is not upstream's protocol repairs instead
+    agent = Recorder([bad, "Hello!"])
+    result, evaluation, _ = episode(tau_data, tmp_path / "repair", build_repair, agent,
+                                    options={"user_strategy": "scripted"})
+    assert len(agent.requests) == 2 and "could not be parsed" in agent.requests[1][0][-1]["content"]
+    manifest = load_run(result.run_dir).manifest
+    assert "not upstream" in manifest.prompt_protocol
 
 
 def test_oracle_reward_leaves_the_agents_state(tau_data: Path, tmp_path: Path) -> None:

@@ -102,3 +102,14 @@ def test_bad_input_is_reported(tmp_path: Path) -> None:
     page = tmp_path / "run.html"
     assert qit("bench", "export", "--run", first["trace_run_dir"], "--html", page, cwd=tmp_path).returncode == 0
     assert '<span class="badge ok">solved</span>' in page.read_text()  # from the manifest's evaluation, no row given
+
+
+def test_bench_list_says_how_many_tasks_can_run_here(cybench_data: Path, tmp_path: Path) -> None:
+    done = qit("bench", "list", "--json", "--data-dir", cybench_data.parent, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    info = {e["name"]: e for e in json.loads(done.stdout)}
+    for split in ("unguided", "guided"):
+        counts = info["cybench"]["runnable"][split]
+        assert counts["tasks"] == 40 and counts["runnable"] + sum(counts["reasons"].values()) == 40, counts
+    tau = info["tau-bench"]["runnable"]["test"]
+    assert tau == {"tasks": 115, "runnable": 115, "reasons": {}}

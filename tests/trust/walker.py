@@ -87,15 +87,30 @@ def walk(roots: list[Any]) -> tuple[list[Any], list[str]]:
     return list(seen.values()), strings
 
 
-def _gold_needles(gold: Any, public_text: str) -> tuple[list[str], list[Any], list[Any]]:
-    """(strings, objects, records) that would betray `gold` if reachable."""
+def _leaves(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _leaves(v)]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _leaves(v)]
+    return []
+
+
+def _gold_needles(gold: Any, public: dict[str, Any]) -> tuple[list[str], list[Any], list[Any]]:
+    """(strings, objects, records) that would betray `gold` if reachable. A gold string the task itself shows
+    is not a needle: a short one when a public value equals it, a long one when the public text contains it."""
     strings: list[str] = []
     records: list[Any] = []
+    public_values = {s.strip() for s in _leaves(public)}
+    public_text = json.dumps(public, default=str)
 
     def collect(value: Any) -> None:
         if isinstance(value, str):
-            if value.strip() and value.strip() not in public_text:
-                strings.append(value.strip())
+            needle = value.strip()
+            shown = needle in public_values if len(needle) < 8 else needle in public_text
+            if needle and not shown:
+                strings.append(needle)
         elif isinstance(value, dict):
             if set(value) == {"name", "kwargs"}:
                 records.append(value)  # a gold action: its ids and values are in the database, so match it whole
@@ -134,8 +149,7 @@ def _report(ctx: Any, objects: list[Any], strings: list[str]) -> None:
     gold = adapter.gold(ctx.task)
     if callable(getattr(gold, "gold", None)):  # a full task record (CyBench): its answers are the gold
         gold = gold.gold().model_dump(include={"flag", "subtask_answers", "commands"})
-    public = json.dumps(ctx.task.model_dump(mode="json"), default=str)
-    needle_strings, needle_objects, records = _gold_needles(gold, public)
+    needle_strings, needle_objects, records = _gold_needles(gold, ctx.task.model_dump(mode="json"))
     haystack = set(strings)
     found_strings = sorted({n for n in needle_strings
                             if n in haystack or (len(n) >= 8 and any(n in s for s in strings if len(s) < 200_000))})

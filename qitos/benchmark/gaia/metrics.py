@@ -157,7 +157,9 @@ def write_submission(rows: list[dict[str, str]], path: Path) -> Path:
     """Write leaderboard rows as JSONL (one object per line, UTF-8)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    from qitos.trace.redact import redact_text
+
     with path.open("w", encoding="utf-8") as handle:
         for row in rows:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+            handle.write(redact_text(json.dumps(row, ensure_ascii=False)) + "\n")
     return path

@@ -20,7 +20,7 @@ import httpx
 from qitos.core.tools import Tool, tool
 
 from .files import DEFAULT_MAX_CHARS, UnsupportedFileType, extract_zip_safely, read_attachment, truncate
-from .web import VISIT_UNAVAILABLE, WebConfig, fetch_page, html_to_text, search_web
+from .web import VISIT_UNAVAILABLE, WebConfig, WebRefused, fetch_page, html_to_text, search_web, visit_client
 
 __all__ = ["GAIA_TOOL_NAMES", "gaia_tools", "prepare_work_dir", "format_sandbox_result"]
 
@@ -94,7 +94,7 @@ def gaia_tools(
     """
     root = Path(work_dir).resolve()
     prepare_work_dir(root, list(attachments or []))
-    state: dict[str, Any] = {"sandbox": sandbox, "client": http_client}
+    state: dict[str, Any] = {"sandbox": sandbox, "client": http_client, "visit_client": http_client}
 
     def resolve(path: str) -> Path:
         candidate = Path(path).expanduser()
@@ -181,6 +181,13 @@ def gaia_tools(
             state["client"] = httpx.Client(timeout=web.timeout_seconds if web else 20.0)
         return state["client"]
 
+    def get_visit_client() -> httpx.Client:
+        """Page URLs come from the model: this client refuses internal addresses (see netguard)."""
+        if state["visit_client"] is None:
+            assert web is not None
+            state["visit_client"] = visit_client(web)
+        return state["visit_client"]
+
     @tool(read_only=True)
     def web_search(query: str) -> str:
         """Search the web and return numbered results with title, URL and snippet.
@@ -202,7 +209,10 @@ def gaia_tools(
         """
         if web is None:
             return VISIT_UNAVAILABLE
-        page = fetch_page(web, url, get_client())
+        try:
+            page = fetch_page(web, url, get_visit_client())
+        except WebRefused as exc:
+            return f"refused: {exc}"
         kind = page.content_type
         if kind in ("text/html", "application/xhtml+xml") or (not kind and page.body.lstrip()[:1] == b"<"):
             text = html_to_text(page.text())

@@ -3,6 +3,11 @@
 Nothing here reaches the network unless the user configured it (`QITOS_WEB_SEARCH` plus a
 key, or a `WebConfig` passed in code); unconfigured tools answer with a message saying
 what to set, so offline runs stay reproducible and the model learns the tool is off.
+
+Page visits go through `qitos.benchmark.netguard`: the URL comes from the model (and so, maybe,
+from a prompt injection), so loopback, private, link-local (cloud metadata), multicast and
+reserved addresses are refused after DNS resolution and on every redirect hop, unless
+`allow_private_addresses` (`QITOS_WEB_ALLOW_PRIVATE=1`) says otherwise.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, Field, SecretStr
 
-__all__ = ["WebConfig", "WebError", "FetchedPage", "SEARCH_PROVIDERS", "SEARCH_UNAVAILABLE", "VISIT_UNAVAILABLE",
+__all__ = ["WebConfig", "WebError", "WebRefused", "FetchedPage", "visit_client", "SEARCH_PROVIDERS",
+           "SEARCH_UNAVAILABLE", "VISIT_UNAVAILABLE",
            "search_web", "fetch_page", "html_to_text"]
 
 SearchProvider = Literal["tavily", "serper", "brave", "searxng"]
@@ -33,6 +39,10 @@ class WebError(RuntimeError):
     """A configured web call failed (HTTP error, timeout, unreadable response)."""
 
 
+class WebRefused(WebError):
+    """The page is on an address agent tools may not reach (loopback, private, metadata, ...)."""
+
+
 class WebConfig(BaseModel):
     """How the agent may use the web. `search_provider=None` still allows page visits."""
 
@@ -43,6 +53,14 @@ class WebConfig(BaseModel):
     max_results: int = Field(default=8, ge=1, le=20)
     max_page_bytes: int = Field(default=5_000_000, ge=1_000)
     user_agent: str = "QitOS-GAIA/0.1 (+research agent benchmark)"
+    allow_private_addresses: bool = False  # let visit_page reach loopback/private/link-local hosts
+
+    def model_post_init(self, _context: Any) -> None:
+        """The search key is a secret whatever variable it came from: never written to a trace."""
+        if self.api_key is not None:
+            from qitos.trace.redact import register_secret
+
+            register_secret(self.api_key.get_secret_value())
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> "WebConfig | None":
@@ -55,7 +73,11 @@ class WebConfig(BaseModel):
             known = ", ".join(SEARCH_PROVIDERS)
             raise ValueError(f"QITOS_WEB_SEARCH={provider!r} is not a known provider; choose one of {known}")
         key = env.get("QITOS_WEB_SEARCH_KEY") or env.get(_KEY_VARIABLES.get(provider, ""), "")
+        allow_private = env.get("QITOS_WEB_ALLOW_PRIVATE", "").strip().lower()
+        if allow_private not in ("", "0", "1", "true", "false", "yes", "no"):
+            raise ValueError(f"QITOS_WEB_ALLOW_PRIVATE={allow_private!r} must be 1 or 0")
         return cls(
+            allow_private_addresses=allow_private in ("1", "true", "yes"),
             search_provider=provider,  # type: ignore[arg-type]
             api_key=SecretStr(key) if key else None,
             searxng_url=env.get("QITOS_SEARXNG_URL") or None,
@@ -198,8 +220,17 @@ class FetchedPage(BaseModel):
             return self.body.decode("utf-8", errors="replace")
 
 
+def visit_client(config: WebConfig) -> httpx.Client:
+    """The client page visits use: internal addresses refused unless the config allows them."""
+    from qitos.benchmark.netguard import guarded_client
+
+    return guarded_client(allow_private=config.allow_private_addresses, timeout=config.timeout_seconds)
+
+
 def fetch_page(config: WebConfig, url: str, client: httpx.Client) -> FetchedPage:
-    """GET `url` (http/https only, size-capped at `config.max_page_bytes`)."""
+    """GET `url` (http/https only, size-capped at `config.max_page_bytes`); use `visit_client(config)`."""
+    from qitos.benchmark.netguard import AddressRefused
+
     if not re.match(r"^https?://", url, re.IGNORECASE):
         raise WebError(f"only http:// and https:// URLs can be visited, got {url!r}")
     try:
@@ -222,5 +253,7 @@ def fetch_page(config: WebConfig, url: str, client: httpx.Client) -> FetchedPage
                 charset=charset.group(1) if charset else None,
                 body=b"".join(chunks)[: config.max_page_bytes],
             )
+    except AddressRefused as exc:
+        raise WebRefused(f"{url}: {exc}") from exc
     except httpx.HTTPError as exc:
         raise WebError(f"{url}: request failed: {exc}") from exc

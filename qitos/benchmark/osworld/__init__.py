@@ -1,5 +1,5 @@
-"""OSWorld adapter core: task loading, setup-step and evaluator parsing, QitOS's own metrics, the in-VM
-controller client and desktop providers. The `qit bench` adapter wires these together."""
+"""OSWorld adapter core: task loading, setup-step and evaluator parsing, the official evaluators loaded from the
+OSWorld checkout, the in-VM controller client and desktop providers. The `qit bench` adapter wires these."""
 
 from __future__ import annotations
 
@@ -11,14 +11,10 @@ from .errors import (
     ControllerUnreachable,
     OSWorldError,
     TaskFormatError,
-    UnsupportedGetter,
-    UnsupportedMetric,
     UnsupportedSetupStep,
 )
-from .evaluator import EvaluationOutcome, MetricScore, evaluate
-from .getters import Downloader, HttpDownloader
-from .local_provider import LocalFilesProvider
-from .metrics import implemented_metrics
+from .downloads import Downloader, HttpDownloader
+from .evaluator import EvaluationOutcome, MetricScore, Resolution, evaluate, resolve
 from .provider import (
     ENV_CONTROLLER,
     ControllerProvider,
@@ -30,6 +26,8 @@ from .provider import (
     run_setup,
 )
 from .tasks import SPLITS, Evaluator, GetterConfig, OSWorldTask, load_task_file, load_tasks
+from .upstream import OptionalPackageMissing, UpstreamEvaluators, load_evaluators
+from .upstream_env import UpstreamEnv, VMAddress
 
 __all__ = [
     "ENV_CONTROLLER",
@@ -46,26 +44,29 @@ __all__ = [
     "ExecuteResult",
     "GetterConfig",
     "HttpDownloader",
-    "LocalFilesProvider",
     "MetricScore",
+    "OptionalPackageMissing",
     "OSWorldError",
     "OSWorldTask",
     "Provider",
     "Readiness",
+    "Resolution",
     "TaskFormatError",
-    "UnsupportedGetter",
-    "UnsupportedMetric",
     "UnsupportedSetupStep",
+    "UpstreamEnv",
+    "UpstreamEvaluators",
+    "VMAddress",
     "action_command",
     "coverage_report",
     "discover_provider",
     "evaluate",
-    "implemented_metrics",
     "is_fail",
+    "load_evaluators",
     "load_task_file",
     "load_tasks",
     "parse_action",
     "readiness",
     "requires_unavailable",
+    "resolve",
     "run_setup",
 ]

@@ -1,34 +1,37 @@
 """`qit bench run --benchmark osworld`: the 369 OSWorld computer-use tasks through the QitOS runner.
 
-Data: `--root` (the `osworld` folder or its `evaluation_examples`) or `<data dir>/osworld`. Splits `test_all`
+Data: `--root` (an OSWorld checkout, or its `evaluation_examples`) or `<data dir>/osworld`. Splits `test_all`
 (default, 369 tasks) and `test_small` (39); `--subset chrome,os` keeps domains; task ids are
-`osworld-<domain>-<uuid>` (`--task-ids` also accepts `<domain>/<uuid>` or a bare uuid). The evaluator and
-setup steps stay on the scoring side (the adapter's gold book holds each example), so they reach the scorer but never the
-model or the manifest.
+`osworld-<domain>-<uuid>` (`--task-ids` also accepts `<domain>/<uuid>` or a bare uuid).
 
-Running needs a desktop: `QITOS_OSWORLD_CONTROLLER=http://<vm-host>:5000` pointing at the in-VM controller of a
-running OSWorld VM (comma-separated for several VMs). A VM has one screen, so a controller runs one task at a
-time: a task waits in `prepare` until one is free, and `--concurrency` above the number of controllers only
-queues (leases are per process). Without a controller the benchmark still loads and validates, and every task
-ends `requires_unavailable` with that instruction; so does a task needing Google credentials or a metric,
-getter or setup step QitOS does not implement (the reason says which). Setup runs in `prepare` (a failure is
-`setup_failed`); downloads are cached by URL under `<data dir>/osworld-cache`, shared by all tasks and runs.
+Gold stays on the scoring side: a Task carries the instruction and the example's identity only. The evaluator
+(metrics, expected values, gold-file URLs, postconfig) is read from the task file by id when scoring, and the
+setup steps when preparing; neither reaches the agent, the env or the manifest.
 
-Scoring follows upstream (see `evaluator.py`): score in [0, 1]; `success` is `score == 1.0`. A final answer
-instead of a DONE/FAIL action counts as DONE, or as FAIL when it is exactly "FAIL". A task the evaluator
-could not score (status `unsupported`/`error`) gets no score and no success; its row says why.
+Scoring is OSWorld's own: the metric functions and getters of the checkout the tasks come from
+(`desktop_env/evaluators`, loaded at run time by `upstream.py`), dispatched as upstream's `DesktopEnv.evaluate`
+(`evaluator.py`). Score in [0, 1]; `success` is `score == 1.0`. A final answer instead of a DONE/FAIL action
+counts as DONE, or as FAIL when it is exactly "FAIL". A task the evaluator could not score (status
+`unsupported`/`error`) gets no score; its row says why. A metric needing a missing optional package (easyocr,
+librosa, pyacoustid, borb, ...) ends `requires_unavailable` naming it.
+
+Running needs a desktop, one per concurrent task: `QITOS_OSWORLD_CONTROLLER=http://<vm-host>:5000` (comma-
+separated for several VMs; a task waits in `prepare` until one is free), or `--option provider=docker`, which
+starts OSWorld's VM image in Docker containers, one per concurrent task up to `--concurrency` (see
+`docker_provider.py`). Without a provider, the benchmark still loads and validates and every task ends
+`requires_unavailable` with that instruction; so does a task needing Google credentials. Setup runs in
+`prepare` (a failure is `setup_failed`); downloads are cached by URL under `<data dir>/osworld-cache`.
 
 Options (`--option KEY=VALUE`): `observation` = screenshot_a11y_tree (default) | screenshot | a11y_tree,
-`settle_seconds` (pause after an action before the next screenshot, default 1), plus the recipe's options
+`settle_seconds` (pause after an action before the next screenshot, default 1), `provider` = controller
+(default) | docker, `vm_image` (docker: the OSWorld VM disk image), plus the recipe's options
 (`qitos/recipes/osworld.py`).
 """
 
 from __future__ import annotations
 
-import os
 import re
-import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,50 +43,20 @@ from ..errors import BenchmarkUsageError
 from .controller import ControllerClient
 from .engine_env import OBSERVATION_TYPES, OsworldEnv
 from .errors import OSWorldError, TaskFormatError
-from .evaluator import evaluate
-from .getters import HttpDownloader
-from .provider import ENV_CONTROLLER, NO_PROVIDER_REASON, discover_provider, readiness, run_setup
+from .config import NEEDS_CREDENTIALS
+from .coverage import CoverageReport, coverage_report
+from .downloads import HttpDownloader
+from .evaluator import evaluate, resolve
+from .provider import ENV_CONTROLLER, NO_PROVIDER_REASON, readiness, run_setup
 from .tasks import SPLITS, Evaluator, OSWorldTask, load_split_index, load_tasks, resolve_examples_dir
+from .upstream import UpstreamEvaluators, load_evaluators
+from .vm_pool import controller_urls, provider_kind, vm_pool
 
 if TYPE_CHECKING:
     from qitos.core.engine import RunResult
 
 CACHE_DIR_NAME = "osworld-cache"
 _TASK_ID = re.compile(r"^osworld-([a-z0-9_]+)-(.+)$")
-
-
-def controller_urls() -> list[str]:
-    """The controllers named by `QITOS_OSWORLD_CONTROLLER` (comma-separated), in order."""
-    return [url.strip() for url in os.environ.get(ENV_CONTROLLER, "").split(",") if url.strip()]
-
-
-class ControllerLeases:
-    """Which controllers are busy: one task per desktop at a time, shared by every job of this process."""
-
-    def __init__(self) -> None:
-        self._busy: set[str] = set()
-        self._changed = threading.Condition()
-
-    def acquire(self, urls: list[str]) -> str:
-        with self._changed:
-            while True:
-                for url in urls:
-                    if url not in self._busy:
-                        self._busy.add(url)
-                        return url
-                self._changed.wait(timeout=1.0)
-
-    def release(self, url: str) -> None:
-        with self._changed:
-            self._busy.discard(url)
-            self._changed.notify_all()
-
-    def busy(self) -> set[str]:
-        with self._changed:
-            return set(self._busy)
-
-
-LEASES = ControllerLeases()
 
 
 def data_root(load: LoadOptions) -> Path:
@@ -123,7 +96,7 @@ def _check_recipe_options(options: dict[str, Any]) -> None:
 
 
 def to_task(ow: OSWorldTask, split: str) -> Task:
-    """An OSWorld example as a QitOS Task; scoring data only in private (`_`) metadata."""
+    """An OSWorld example as a QitOS Task: instruction and identity only (no setup steps, no evaluator)."""
     return Task(
         id=ow.task_id,
         objective=ow.instruction,
@@ -142,6 +115,14 @@ def agent_view(ow: OSWorldTask) -> OSWorldTask:
     return ow.model_copy(update={"evaluator": Evaluator(func="infeasible")})
 
 
+def evaluators_for(load: LoadOptions) -> UpstreamEvaluators:
+    """The official evaluators of the checkout the tasks come from; a clear error when they are absent."""
+    try:
+        return load_evaluators(data_root(load))
+    except OSWorldError as exc:
+        raise BenchmarkUsageError(str(exc)) from None
+
+
 def domain_of(task_id: str) -> str | None:
     match = _TASK_ID.match(task_id or "")
     return match.group(1) if match else None
@@ -153,11 +134,11 @@ def _rate(values: list[float]) -> float | None:
 
 class OsworldAdapter(BenchmarkAdapter):
     name = "osworld"
-    description = "OSWorld: 369 computer-use tasks on an Ubuntu VM (needs a running VM controller to run)"
+    description = "OSWorld: 369 computer-use tasks on an Ubuntu VM, scored by OSWorld's own evaluators"
     default_split = "test_all"
     default_recipe = "react-computer-use"
-    scorer_official = False
-    scorer_note = "QitOS's own rewrites of OSWorld's metric functions, not upstream's evaluators"
+    scorer_official = True
+    scorer_note = "OSWorld's desktop_env/evaluators (getters + metrics) from the task data's checkout, dispatched as DesktopEnv.evaluate"
 
     # -- discovery -------------------------------------------------------------------------------
     def splits(self, load: LoadOptions) -> dict[str, int | None]:
@@ -169,13 +150,62 @@ class OsworldAdapter(BenchmarkAdapter):
 
     def requirements(self, load: LoadOptions) -> list[Requirement]:
         try:
-            data = Requirement(name="task data", ok=True, detail=str(resolve_examples_dir(data_root(load))))
+            examples = resolve_examples_dir(data_root(load))
         except TaskFormatError as exc:
-            data = Requirement(name="task data", ok=False, detail=str(exc))
-        return [data, self._provider_requirement()]
+            return [Requirement(name="task data", ok=False, detail=str(exc)),
+                    Requirement(name="official evaluators", ok=False, detail="no task data"),
+                    self._provider_requirement(load)]
+        return [Requirement(name="task data", ok=True, detail=str(examples)), self._scoring_requirement(load, examples),
+                self._provider_requirement(load)]
 
     @staticmethod
-    def _provider_requirement() -> Requirement:
+    def _scoring_requirement(load: LoadOptions, examples: Path) -> Requirement:
+        """How many test_all tasks the official evaluators can score here (metrics and getters resolve, optional
+        packages present)."""
+        try:
+            report = _coverage(examples, load_evaluators(data_root(load)))
+        except OSWorldError as exc:
+            return Requirement(name="official evaluators", ok=False, detail=str(exc))
+        needs = ", ".join(f"{package} ({count})" for package, count in report.needs_package.items())
+        detail = f"{report.scorable_tasks} of {report.total_tasks} test_all tasks can be scored here"
+        if needs:
+            detail += f"; tasks needing a missing optional package: {needs}"
+        if report.unsupported:
+            detail += f"; {len(report.unsupported)} name a metric or getter the checkout lacks"
+        return Requirement(name="official evaluators", ok=report.scorable_tasks > 0, detail=detail)
+
+    def runnable_here(self, load: LoadOptions) -> dict[str, dict[str, Any]]:
+        """Per split: tasks that can run and be scored here (the official evaluators resolve with the installed
+        packages, no Google credentials needed, a desktop provider is configured), and why the others cannot."""
+        try:
+            examples = resolve_examples_dir(data_root(load))
+            evaluators = load_evaluators(data_root(load))
+        except OSWorldError:
+            return super().runnable_here(load)
+        provider = self._provider_requirement(load)
+        out: dict[str, dict[str, Any]] = {}
+        for split in SPLITS:
+            tasks = load_tasks(examples, split)
+            reasons: Counter[str] = Counter()
+            for task in tasks:
+                scorable = resolve(task, evaluators)
+                steps = {step.type for step in [*task.config, *task.evaluator.postconfig]}
+                if scorable.status != "ready":
+                    reasons[f"evaluator needs {', '.join(scorable.packages)}" if scorable.packages
+                            else str(scorable.reason)] += 1
+                elif steps & NEEDS_CREDENTIALS:
+                    reasons["needs Google account credentials"] += 1
+                elif not provider.ok:
+                    reasons[f"{provider.name}: {provider.detail}"] += 1
+            out[split] = {"tasks": len(tasks), "runnable": len(tasks) - sum(reasons.values()), "reasons": dict(reasons)}
+        return out
+
+    @staticmethod
+    def _provider_requirement(load: LoadOptions) -> Requirement:
+        if provider_kind(load.options) == "docker":
+            from .docker_provider import docker_requirement
+
+            return docker_requirement(load)
         urls = controller_urls()
         if not urls:
             return Requirement(name="desktop provider", ok=False,
@@ -206,6 +236,7 @@ class OsworldAdapter(BenchmarkAdapter):
         if split not in SPLITS:
             raise BenchmarkUsageError(f"osworld has no split '{split}'; choose one of {', '.join(SPLITS)}")
         env_options(load.options)
+        provider_kind(load.options)
         _check_recipe_options(load.options)
         domains = [d.strip() for d in load.subset.split(",") if d.strip()] if load.subset else None
         try:
@@ -213,32 +244,37 @@ class OsworldAdapter(BenchmarkAdapter):
         except TaskFormatError as exc:
             raise BenchmarkUsageError(str(exc)) from None
         for ow in found:
-            self.golds.keep(ow.task_id, ow)
+            self.golds.keep(ow.task_id, ow)  # the scoring side's copy: setup steps and evaluator
         tasks = [to_task(ow, split) for ow in found]
         return filter_tasks(tasks, load.model_copy(update={"task_ids": None}))
 
     def default_budget(self) -> Budget:
         return Budget(max_steps=15)  # upstream's default episode length
 
+
     # -- one task --------------------------------------------------------------------------------
     def prepare(self, task: Task, trial: int, load: LoadOptions, workdir: Path) -> TaskRuntime:
-        """Readiness, then (holding a controller lease until `cleanup`) the task's setup steps in the VM."""
+        """Readiness and scorability, then (holding a VM until `cleanup`) the task's setup steps in the VM."""
         ow = self.gold(task)
         observation, settle = env_options(load.options)
-        downloader = HttpDownloader(cache_root=Path(load.data_dir) / CACHE_DIR_NAME)
-        urls = controller_urls()
-        # Readiness does not contact the VM: judge it on the first controller, lease one only if it can run.
-        judge = discover_provider({ENV_CONTROLLER: urls[0]}) if urls else None
+        pool = vm_pool(load)
+        why_not = pool.why_not()
+        if why_not:
+            return TaskRuntime(workdir=workdir, unavailable=why_not)
+        judge = pool.judge()
         try:
             ready = readiness(ow, judge)
         finally:
             _close(judge)
         if ready.status != "ready":
-            reason = ready.reason if ready.status == "requires_unavailable" else f"not supported by QitOS: {ready.reason}"
+            reason = ready.reason if ready.status == "requires_unavailable" else f"not supported: {ready.reason}"
             return TaskRuntime(workdir=workdir, unavailable=reason)
-        url = LEASES.acquire(urls)
-        provider = discover_provider({ENV_CONTROLLER: url}, downloader=downloader)
-        assert provider is not None
+        scorable = resolve(ow, evaluators_for(load))
+        if scorable.status != "ready":
+            return TaskRuntime(workdir=workdir, unavailable=f"cannot be scored here: {scorable.reason}")
+        downloader = HttpDownloader(cache_root=Path(load.data_dir) / CACHE_DIR_NAME)
+        lease = pool.acquire(downloader)
+        provider = lease.provider
         cache_dir = workdir / "osworld"
         try:
             check = getattr(provider, "check", None)
@@ -248,24 +284,24 @@ class OsworldAdapter(BenchmarkAdapter):
             env = OsworldEnv(agent_view(ow), provider, observation_type=observation,  # type: ignore[arg-type]
                              settle_seconds=settle)
         except BaseException:
-            _close(provider)
-            LEASES.release(url)
+            lease.release()
             raise
         return TaskRuntime(env=env, workdir=workdir, handles={
-            "provider": provider, "controller": url, "cache_dir": cache_dir, "downloader": downloader})
+            "provider": provider, "lease": lease, "root": data_root(load),
+            "cache_dir": cache_dir, "downloader": downloader})
 
     def probe_runtime(self, task: Task, load: LoadOptions, workdir: Path) -> TaskRuntime:
-        """What the runner's RunSpec probe needs to build the recipe's agent: the env, but no controller contact,
+        """What the runner's RunSpec probe needs to build the recipe's agent: the env, but no VM contact,
         lease or setup steps (setup has effects in the VM and would run twice for the batch's first task)."""
         observation, settle = env_options(load.options)
-        urls = controller_urls()
-        if not urls:
-            return TaskRuntime(workdir=workdir, unavailable=NO_PROVIDER_REASON)
-        provider = discover_provider({ENV_CONTROLLER: urls[0]})
-        assert provider is not None
+        pool = vm_pool(load)
+        why_not = pool.why_not()
+        provider = None if why_not else pool.judge()
+        if provider is None:
+            return TaskRuntime(workdir=workdir, unavailable=why_not or NO_PROVIDER_REASON)
         env = OsworldEnv(agent_view(self.gold(task)), provider, observation_type=observation,  # type: ignore[arg-type]
                          settle_seconds=settle)
-        return TaskRuntime(env=env, workdir=workdir, handles={"provider": provider})
+        return TaskRuntime(env=env, workdir=workdir, handles={})
 
     def evaluate(self, task: Task, result: "RunResult", runtime: TaskRuntime) -> Evaluation:
         env: OsworldEnv | None = runtime.env
@@ -275,27 +311,25 @@ class OsworldAdapter(BenchmarkAdapter):
         if result.stop_reason is StopReason.FINAL:
             final_as = "FAIL" if (result.final_answer or "").strip().upper() == "FAIL" else "DONE"
             last = final_as
-        outcome = evaluate(ow, runtime.handles.get("provider"), last, downloader=runtime.handles.get("downloader"),
-                           cache_dir=runtime.handles.get("cache_dir"))
+        outcome = evaluate(ow, load_evaluators(runtime.handles["root"]), runtime.handles.get("provider"), last,
+                           downloader=runtime.handles.get("downloader"), cache_dir=runtime.handles.get("cache_dir"))
         scored = outcome.status == "scored" and outcome.score is not None
         metadata = {
             "domain": ow.domain, "example_id": ow.id, "status": outcome.status, "reason": outcome.reason,
-            "metrics": [m.model_dump() for m in outcome.metrics], "last_action": last,
+            "metrics": [m.model_dump() for m in outcome.metrics], "notes": outcome.notes, "last_action": last,
             "actions": len(env.actions) if env is not None else 0, "final_answer_as": final_as,
+            "vm": getattr(runtime.handles.get("lease"), "describe", None),
         }
         return Evaluation(success=outcome.score == 1.0 if scored else None, score=outcome.score if scored else None,
                           prediction=last, metadata=metadata)
 
     def cleanup(self, runtime: TaskRuntime) -> None:
-        """Close the env and the provider, then hand the desktop to the next task (whatever fails)."""
+        """Close the env, then hand the VM to the next task (whatever fails)."""
         try:
-            try:
-                super().cleanup(runtime)
-            finally:
-                _close(runtime.handles.get("provider"))
+            super().cleanup(runtime)
         finally:
-            if runtime.handles.get("controller"):
-                LEASES.release(runtime.handles["controller"])
+            if runtime.handles.get("lease") is not None:
+                runtime.handles["lease"].release()
 
     # -- aggregation -----------------------------------------------------------------------------
     def metrics(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -308,6 +342,17 @@ class OsworldAdapter(BenchmarkAdapter):
         out["requires_unavailable"] = sum(1 for r in rows if r.get("stop_reason") == StopReason.REQUIRES_UNAVAILABLE.value)
         out["by_domain"] = {d: _summary(group) for d, group in sorted(by_domain.items())}
         return out
+
+
+_COVERAGE: dict[tuple[Path, Path], CoverageReport] = {}
+
+
+def _coverage(examples: Path, evaluators: UpstreamEvaluators) -> CoverageReport:
+    """The test_all coverage report, computed once per (task data, evaluators) in a process."""
+    key = (examples.resolve(), evaluators.root)
+    if key not in _COVERAGE:
+        _COVERAGE[key] = coverage_report(load_tasks(examples, "test_all"), evaluators)
+    return _COVERAGE[key]
 
 
 def _has_score(row: dict[str, Any]) -> bool:

@@ -112,6 +112,10 @@ class ControllerClient:
     def list_directory(self, path: str) -> Any:
         return self._json("POST", "/list_directory", json={"path": path})
 
+    def post_json(self, path: str, body: Any = None) -> Any:
+        """POST a JSON body (or nothing) to a route and return its JSON answer."""
+        return self._json("POST", path, **({"json": body} if body is not None else {}))
+
     # -- commands and files
     def execute(self, command: str | list[str], shell: bool = False, timeout: float | None = None) -> ExecuteResult:
         """Run a command in the VM and wait for it (`POST /execute`)."""

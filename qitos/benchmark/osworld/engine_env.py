@@ -73,7 +73,7 @@ class OsworldEnv:
             raise ValueError(f"observation type '{observation_type}' is not one of {', '.join(OBSERVATION_TYPES)}")
         if settle_seconds < 0:
             raise ValueError(f"settle_seconds must be >= 0, got {settle_seconds}")
-        self.task = task
+        self.task_id = task.task_id  # the env keeps no evaluator: an agent holding the env cannot read gold
         self.provider = provider
         self.observation_type = observation_type
         self.settle_seconds = settle_seconds

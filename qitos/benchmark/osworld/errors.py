@@ -19,20 +19,8 @@ class ControllerUnreachable(ControllerError):
     """The controller endpoint could not be reached at all (connection refused, DNS, timeout)."""
 
 
-class UnsupportedGetter(OSWorldError):
-    """No getter (built in or offered by the provider) handles this result/expected `type`."""
-
-
 class UnsupportedSetupStep(OSWorldError):
     """The provider cannot run this setup/postconfig step (e.g. Google Drive needs credentials)."""
-
-
-class UnsupportedMetric(OSWorldError):
-    """The evaluator names a metric QitOS does not implement."""
-
-
-class MetricDependencyMissing(OSWorldError):
-    """A metric needs an optional library (e.g. PyYAML) that is not installed."""
 
 
 class DownloadError(OSWorldError):

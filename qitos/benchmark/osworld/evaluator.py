@@ -1,19 +1,27 @@
-"""Score one OSWorld task after an episode, following upstream's rules:
+"""Score one OSWorld task with the official evaluators, dispatched as upstream's `DesktopEnv.evaluate` does
+(OSWorld commit 89426951, `desktop_env/desktop_env.py`):
 
-1. run the evaluator's `postconfig` steps in the desktop (e.g. save the open document);
-2. `func == "infeasible"`: 1 iff the agent's last action is FAIL; for any other task a final FAIL scores 0;
-3. for each metric: result = getter(result config), expected = getter(expected config),
-   score = metric(result, expected, **options); a missing result (file not found) scores 0;
-4. several metrics: `and` stops at the first 0 and otherwise averages, `or` stops at the first 1 and
-   otherwise takes the maximum.
+1. run the evaluator's `postconfig` steps in the VM (upstream's SetupController logs a step the controller
+   rejects and goes on; so does QitOS, noting it);
+2. `func == "infeasible"`: 1 iff the agent's last action is FAIL; any other task scores 0 after a final FAIL;
+3. one metric: result = get_<type>(env, result); a FileNotFoundError from it scores 0; expected =
+   get_<type>(env, expected) when the evaluator has `expected`; score = metric(result, expected, **options) when
+   expected is not None, else metric(result, **options);
+4. a list of metrics lines up `result`/`expected`/`options` by index: `and` returns 0 at the first metric that
+   scores 0 (or whose result getter raised FileNotFoundError), `or` returns 1 at the first that scores 1;
+   otherwise the mean (`and`) or the maximum (`or`).
 
-Outcomes say why a task could not be scored (no provider, unsupported metric or getter, an error) instead of
-turning those into a silent 0.
+Metrics and getters are upstream's own (`upstream.py`), called with an `UpstreamEnv` (`upstream_env.py`). Where
+upstream would crash the run, QitOS reports instead of scoring: an optional package that is missing ends
+`requires_unavailable` naming it; any other exception ends `error` with the exception named.
+
+Gold files (`cloud_file`) are fetched through QitOS's cached downloader into the task's cache dir before the
+getters run; upstream's `get_cloud_file` then finds them there, as it does on a rerun.
 """
 
 from __future__ import annotations
 
-import datetime as dt
+import copy
 import tempfile
 from pathlib import Path
 from typing import Any, Literal
@@ -21,11 +29,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from .actions import is_fail
-from .errors import MetricDependencyMissing, OSWorldError, UnsupportedGetter
-from .getters import Downloader, GetterContext, HttpDownloader, RequiresProvider, get_value, getter_available
-from .metrics import get_metric, is_implemented
+from .controller import ControllerClient
+from .errors import ControllerError, ControllerUnreachable, OSWorldError
+from .downloads import Downloader
 from .provider import NO_PROVIDER_REASON, Provider
-from .tasks import MetricSpec, OSWorldTask
+from .tasks import OSWorldTask
+from .upstream import OptionalPackageMissing, UpstreamEvaluators
+from .upstream_env import UpstreamEnv, VMAddress
 
 Status = Literal["scored", "requires_unavailable", "unsupported", "error"]
 
@@ -44,110 +54,195 @@ class EvaluationOutcome(BaseModel):
     score: float | None = None
     reason: str | None = None
     metrics: list[MetricScore] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
 
     @property
     def success(self) -> bool:
         return self.status == "scored" and self.score is not None and self.score >= 1.0
 
 
+class Resolution(BaseModel):
+    """Whether upstream's evaluators can score a task here: `ready`, or why not."""
+
+    status: Literal["ready", "requires_unavailable", "unsupported"]
+    reason: str | None = None
+    packages: list[str] = Field(default_factory=list)
+
+
+def _getter_types(raw: dict[str, Any]) -> list[str]:
+    found = []
+    for key in ("result", "expected"):
+        value = raw.get(key)
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, dict) and item.get("type"):
+                found.append(str(item["type"]))
+    return found
+
+
+def raw_evaluator(task: OSWorldTask) -> dict[str, Any]:
+    """The evaluator as the task file spells it (keys absent from the file stay absent), without postconfig."""
+    return task.evaluator.model_dump(mode="json", exclude_unset=True, exclude={"postconfig"})
+
+
+def resolve(task: OSWorldTask, evaluators: UpstreamEvaluators) -> Resolution:
+    """Do the task's metric functions and getters exist in this checkout, and are their optional packages
+    installed? (No VM needed.)"""
+    raw = raw_evaluator(task)
+    funcs = raw["func"] if isinstance(raw["func"], list) else [raw["func"]]
+    if funcs == ["infeasible"]:
+        return Resolution(status="ready")
+    metrics = {name: evaluators.metric(name) for name in funcs}
+    getters = {name: evaluators.getter(name) for name in _getter_types(raw)}
+    absent = sorted(n for n, f in metrics.items() if f is None) + sorted(f"get_{n}" for n, f in getters.items() if f is None)
+    if absent:
+        return Resolution(status="unsupported", reason=f"the OSWorld evaluators at {evaluators.root} have no {absent}")
+    packages = sorted(set().union(*(evaluators.needs_packages(f) for f in [*metrics.values(), *getters.values()])))
+    if packages:
+        return Resolution(status="requires_unavailable", packages=packages,
+                          reason=f"the evaluator needs optional package(s) {packages} (pip install {' '.join(packages)})")
+    return Resolution(status="ready")
+
+
 def evaluate(
     task: OSWorldTask,
-    provider: Provider | None = None,
+    evaluators: UpstreamEvaluators,
+    provider: Provider | None,
     last_action: Any = None,
     *,
+    address: VMAddress | None = None,
     downloader: Downloader | None = None,
     cache_dir: Path | str | None = None,
-    run_postconfig: bool = True,
-    today: dt.date | None = None,
 ) -> EvaluationOutcome:
-    """Score a task; `last_action` is the agent's final action (dict, string, or the list of actions).
-
-    `cache_dir` receives fetched files (a temporary folder when omitted; pass the one setup used so
-    `cache_file` getters see setup outputs). `run_postconfig=False` is for offline scoring of files that were
-    pulled after postconfig already ran.
-    """
+    """Score a task; `last_action` is the agent's final action (dict or string); `address` says where the
+    VM's controller, Chrome DevTools and VLC listen (the provider's, by default)."""
     if cache_dir is None:
         with tempfile.TemporaryDirectory(prefix="qitos-osworld-") as tmp:
-            return _evaluate(task, provider, last_action, downloader, Path(tmp), run_postconfig, today)
+            return _evaluate(task, evaluators, provider, last_action, address, downloader, Path(tmp))
     path = Path(cache_dir)
     path.mkdir(parents=True, exist_ok=True)
-    return _evaluate(task, provider, last_action, downloader, path, run_postconfig, today)
+    return _evaluate(task, evaluators, provider, last_action, address, downloader, path)
 
 
-def _evaluate(
-    task: OSWorldTask,
-    provider: Provider | None,
-    last_action: Any,
-    downloader: Downloader | None,
-    cache_dir: Path,
-    run_postconfig: bool,
-    today: dt.date | None,
-) -> EvaluationOutcome:
-    evaluator = task.evaluator
+def _evaluate(task: OSWorldTask, evaluators: UpstreamEvaluators, provider: Provider | None, last_action: Any,
+              address: VMAddress | None, downloader: Downloader | None, cache_dir: Path) -> EvaluationOutcome:
+    notes: list[str] = []
 
     def outcome(status: Status, score: float | None = None, reason: str | None = None,
                 metrics: list[MetricScore] | None = None) -> EvaluationOutcome:
-        return EvaluationOutcome(task_id=task.task_id, status=status, score=score, reason=reason, metrics=metrics or [])
+        return EvaluationOutcome(task_id=task.task_id, status=status, score=score, reason=reason,
+                                 metrics=metrics or [], notes=notes)
 
-    if evaluator.is_infeasible:
-        failed = is_fail(last_action)
+    resolution = resolve(task, evaluators)
+    if resolution.status != "ready":
+        return outcome(resolution.status, reason=resolution.reason)
+    if provider is None:
+        return outcome("requires_unavailable", reason=NO_PROVIDER_REASON)
+    try:
+        for step in task.evaluator.postconfig:
+            try:
+                provider.run_step(step, cache_dir)
+            except ControllerUnreachable:
+                raise
+            except ControllerError as exc:
+                notes.append(f"postconfig {step.type}: {exc}")
+    except OSWorldError as exc:
+        return outcome("error", reason=f"postconfig step failed: {exc}")
+
+    failed = is_fail(last_action)
+    raw = raw_evaluator(task)
+    if raw["func"] == "infeasible":
         return outcome("scored", 1.0 if failed else 0.0,
                        "infeasible task: " + ("agent answered FAIL" if failed else "agent did not answer FAIL"))
-    if is_fail(last_action):
+    if failed:
         return outcome("scored", 0.0, "agent answered FAIL on a feasible task")
 
-    missing = sorted({f for f in evaluator.funcs if not is_implemented(f)})
-    if missing:
-        return outcome("unsupported", reason=f"metric(s) not implemented by QitOS: {missing}")
-    needs_desktop = (run_postconfig and evaluator.postconfig) or any(
-        not getter_available(t, None) for t in evaluator.getter_types()
-    )
-    if needs_desktop and provider is None:
-        return outcome("requires_unavailable", reason=NO_PROVIDER_REASON)
-    unavailable = sorted(t for t in evaluator.getter_types() if not getter_available(t, provider))
-    if unavailable:
-        return outcome("unsupported", reason=f"unsupported getter(s): {unavailable}")
-
-    if run_postconfig and provider is not None:
-        try:
-            for step in evaluator.postconfig:
-                provider.run_step(step, cache_dir)
-        except OSWorldError as exc:
-            return outcome("error", reason=f"postconfig step failed: {exc}")
-
-    ctx = GetterContext(cache_dir=cache_dir, provider=provider, downloader=downloader or HttpDownloader(), today=today)
+    address = address or getattr(provider, "address", None)
+    client = getattr(provider, "client", None)
+    if address is None or not isinstance(client, ControllerClient):
+        return outcome("requires_unavailable", reason=f"provider {provider.name} has no VM controller for the getters")
+    env = UpstreamEnv(client, address, str(cache_dir))
     scores: list[MetricScore] = []
-    for spec in evaluator.metric_specs():
-        try:
-            value = _run_metric(spec, ctx)
-        except (UnsupportedGetter, MetricDependencyMissing) as exc:
-            return outcome("unsupported", reason=str(exc), metrics=scores)
-        except RequiresProvider as exc:
-            return outcome("requires_unavailable", reason=str(exc), metrics=scores)
-        except Exception as exc:  # noqa: BLE001 - a crashing metric/getter is reported, not scored as 0
-            return outcome("error", reason=f"{spec.func}: {exc.__class__.__name__}: {exc}", metrics=scores)
-        scores.append(value)
-        if evaluator.conj == "and" and value.score == 0.0:
-            return outcome("scored", 0.0, f"{spec.func} scored 0", scores)
-        if evaluator.conj == "or" and value.score == 1.0:
-            return outcome("scored", 1.0, f"{spec.func} scored 1", scores)
-    values = [s.score or 0.0 for s in scores]
-    total = sum(values) / len(values) if evaluator.conj == "and" else max(values)
-    return outcome("scored", total, None, scores)
+    try:
+        _prefetch_gold(raw, downloader, cache_dir)
+        score = _dispatch(raw, evaluators, env, scores)
+    except OptionalPackageMissing as exc:
+        return outcome("requires_unavailable", reason=str(exc), metrics=scores)
+    except ControllerUnreachable as exc:
+        return outcome("error", reason=str(exc), metrics=scores)
+    except Exception as exc:  # noqa: BLE001 - upstream would crash the run; QitOS reports it, not a silent 0
+        return outcome("error", reason=f"{exc.__class__.__name__}: {exc}", metrics=scores)
+    return outcome("scored", float(score), None, scores)
 
 
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, list) and any(v is None for v in value))
+def _prefetch_gold(raw: dict[str, Any], downloader: Downloader | None, cache_dir: Path) -> None:
+    """Put each `cloud_file` gold file where upstream's getter looks first (`<cache_dir>/<dest>`)."""
+    if downloader is None:
+        return
+    expected = raw.get("expected")
+    for config in expected if isinstance(expected, list) else [expected]:
+        if not isinstance(config, dict) or config.get("type") != "cloud_file":
+            continue
+        paths, dests = config["path"], config["dest"]
+        if not config.get("multi", False):
+            paths, dests = [paths], [dests]
+        for url, dest in zip(paths, dests):
+            target = cache_dir / dest
+            if not target.exists():
+                downloader.fetch(url, target)
 
 
-def _run_metric(spec: MetricSpec, ctx: GetterContext) -> MetricScore:
-    metric = get_metric(spec.func)
-    result = get_value(spec.result, ctx) if spec.result is not None else None
-    if spec.result is not None and _missing(result):
-        return MetricScore(func=spec.func, score=0.0, note="result missing (file not found or no value)")
-    if spec.expected is None:
-        score = metric(result, **spec.options)
-    else:
-        expected = get_value(spec.expected, ctx)
-        score = metric(result, expected, **spec.options)
-    return MetricScore(func=spec.func, score=float(score))
+def _dispatch(raw: dict[str, Any], evaluators: UpstreamEvaluators, env: UpstreamEnv, scores: list[MetricScore]) -> Any:
+    """Upstream's metric loop; configs are deep-copied because upstream getters may edit them in place."""
+    raw = copy.deepcopy(raw)
+    conj = raw.get("conj", "and")
+    if isinstance(raw["func"], list):
+        funcs = raw["func"]
+        options = raw.get("options", {})
+        # as upstream: a dict here would be indexed by position (KeyError); no task file does that
+        option_list = [o if o else {} for o in options] if isinstance(options, list) else \
+            options if "options" in raw else [{}] * len(funcs)
+        results: list[Any] = []
+        result_state: Any = _UNSET
+        for index, name in enumerate(funcs):
+            metric = evaluators.metric(name)
+            try:
+                config = raw["result"][index]
+                result_state = _call_getter(evaluators, env, config)
+            except FileNotFoundError:
+                scores.append(MetricScore(func=name, score=0.0, note="result file not found"))
+                if conj == "and":
+                    return 0
+            if result_state is _UNSET:  # upstream: UnboundLocalError when the first `or` getter finds no file
+                raise OSWorldError(f"{name}: result getter found no file and no earlier result exists")
+            expected = raw["expected"][index]
+            expected_state = _call_getter(evaluators, env, expected) if expected else None
+            value = metric(result_state, expected_state, **option_list[index]) if expected_state is not None \
+                else metric(result_state, **option_list[index])
+            scores.append(MetricScore(func=name, score=float(value)))
+            if conj == "and" and float(value) == 0.0:
+                return 0
+            if conj == "or" and float(value) == 1.0:
+                return 1
+            results.append(value)
+        return sum(results) / len(results) if conj == "and" else max(results)
+    metric = evaluators.metric(raw["func"])
+    try:
+        result_state = _call_getter(evaluators, env, raw["result"])
+    except FileNotFoundError:
+        scores.append(MetricScore(func=raw["func"], score=0.0, note="result file not found"))
+        return 0
+    expected_state = _call_getter(evaluators, env, raw["expected"]) if "expected" in raw else None
+    options = raw.get("options", {})
+    value = metric(result_state, expected_state, **options) if expected_state is not None \
+        else metric(result_state, **options)
+    scores.append(MetricScore(func=raw["func"], score=float(value)))
+    return value
+
+
+_UNSET = object()
+
+
+def _call_getter(evaluators: UpstreamEvaluators, env: UpstreamEnv, config: dict[str, Any]) -> Any:
+    getter = evaluators.getter(config["type"])
+    assert getter is not None  # resolve() checked it
+    return getter(env, config)

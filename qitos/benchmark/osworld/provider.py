@@ -1,9 +1,11 @@
 """Desktop providers: the `Provider` protocol, discovery from the environment, readiness of a task, and
 `ControllerProvider`, which drives an OSWorld VM through its in-VM controller.
 
-QitOS does not start VMs. Point `QITOS_OSWORLD_CONTROLLER` at a running controller (e.g. one started by
-upstream's VMware/VirtualBox/Docker providers, `http://<vm-ip>:5000`); without it every task reports
-`requires_unavailable` with that instruction.
+Two ways to get a VM: `QITOS_OSWORLD_CONTROLLER=http://<vm-ip>:5000` points at one that is already running
+(comma-separated for several), or `--option provider=docker` lets QitOS start VMs itself (`docker_provider.py`).
+Without either, every task reports `requires_unavailable` with that instruction. Chrome DevTools and VLC are
+reached on the VM's host at upstream's default ports (9222, 8080) unless `QITOS_OSWORLD_PORTS` says
+`chromium=<port>,vlc=<port>,vnc=<port>`.
 """
 
 from __future__ import annotations
@@ -19,35 +21,31 @@ from pydantic import BaseModel
 from .actions import Action, action_command, parse_action
 from .config import NEEDS_CREDENTIALS, Command, SetupStep
 from .controller import ControllerClient, ExecuteResult
-from .errors import UnsupportedGetter, UnsupportedSetupStep
-from .getters import Downloader, GetterContext, HttpDownloader, getter_available
-from .metrics import is_implemented
-from .tasks import GetterConfig, OSWorldTask
+from .downloads import Downloader, HttpDownloader
+from .errors import UnsupportedSetupStep
+from .tasks import OSWorldTask
+from .upstream_env import VMAddress
 
 ENV_CONTROLLER = "QITOS_OSWORLD_CONTROLLER"
+ENV_PORTS = "QITOS_OSWORLD_PORTS"
 NO_PROVIDER_REASON = (
     f"OSWorld tasks need a desktop VM; set {ENV_CONTROLLER}=http://<vm-host>:5000 to the in-VM controller "
-    "of a running OSWorld VM (QitOS does not start VMs)"
+    "of a running OSWorld VM, or run with --option provider=docker to let QitOS start one"
 )
 
 
 @runtime_checkable
 class Provider(Protocol):
-    """What the adapter needs from a desktop: files, commands, setup steps, extra getters, actions."""
+    """What the adapter needs from a desktop: setup steps, actions, observations, and (for upstream's getters)
+    the controller client and the VM's address."""
 
     name: str
-
-    def read_file(self, path: str) -> bytes | None: ...
-
-    def run_command(self, command: Command, shell: bool = False) -> ExecuteResult: ...
+    client: ControllerClient
+    address: VMAddress
 
     def supported_steps(self) -> frozenset[str]: ...
 
     def run_step(self, step: SetupStep, cache_dir: Path) -> None: ...
-
-    def native_getters(self) -> frozenset[str]: ...
-
-    def get_state(self, config: GetterConfig, ctx: GetterContext) -> Any: ...
 
     def execute_action(self, action: Any) -> ExecuteResult | None: ...
 
@@ -58,10 +56,24 @@ class Provider(Protocol):
 
 def discover_provider(env: Mapping[str, str] | None = None, downloader: Downloader | None = None) -> Provider | None:
     """A ControllerProvider when `QITOS_OSWORLD_CONTROLLER` is set, else None (nothing is contacted yet)."""
-    url = (env if env is not None else os.environ).get(ENV_CONTROLLER, "").strip()
+    env = env if env is not None else os.environ
+    url = env.get(ENV_CONTROLLER, "").strip()
     if not url:
         return None
-    return ControllerProvider(ControllerClient(url), downloader=downloader)
+    address = VMAddress.from_controller_url(url, **parse_ports(env.get(ENV_PORTS, "")))
+    return ControllerProvider(ControllerClient(url), downloader=downloader, address=address)
+
+
+def parse_ports(text: str) -> dict[str, int]:
+    """`chromium=9222,vlc=8080,vnc=8006` -> VMAddress keyword arguments; a bad entry is a ValueError naming it."""
+    names = {"chromium": "chromium_port", "vlc": "vlc_port", "vnc": "vnc_port"}
+    ports: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, _, value = item.partition("=")
+        if key.strip() not in names or not value.strip().isdigit():
+            raise ValueError(f"{ENV_PORTS}: bad entry '{item}'; expected chromium=<port>,vlc=<port>,vnc=<port>")
+        ports[names[key.strip()]] = int(value)
+    return ports
 
 
 def run_setup(task: OSWorldTask, provider: Provider, cache_dir: Path) -> None:
@@ -80,7 +92,8 @@ class Readiness(BaseModel):
 
 def readiness(task: OSWorldTask, provider: Provider | None) -> Readiness:
     """`requires_unavailable` when the environment lacks something (no provider, credentials); `unsupported`
-    when QitOS lacks a metric, getter or setup step; else `ready`."""
+    when the provider cannot run a setup step; else `ready`. (Whether the evaluators can score the task is
+    `evaluator.resolve`.)"""
     if provider is None:
         return Readiness(status="requires_unavailable", reason=NO_PROVIDER_REASON)
     steps = list(task.config) + list(task.evaluator.postconfig)
@@ -91,12 +104,6 @@ def readiness(task: OSWorldTask, provider: Provider | None) -> Readiness:
     missing_steps = sorted({s.type for s in steps} - provider.supported_steps())
     if missing_steps:
         return Readiness(status="unsupported", reason=f"provider {provider.name} cannot run setup step(s) {missing_steps}")
-    missing_metrics = sorted({f for f in task.evaluator.funcs if not is_implemented(f)})
-    if missing_metrics:
-        return Readiness(status="unsupported", reason=f"metric(s) not implemented by QitOS: {missing_metrics}")
-    missing_getters = sorted(t for t in task.evaluator.getter_types() if not getter_available(t, provider))
-    if missing_getters:
-        return Readiness(status="unsupported", reason=f"unsupported getter(s): {missing_getters}")
     return Readiness(status="ready")
 
 
@@ -106,7 +113,6 @@ def requires_unavailable(task: OSWorldTask, provider: Provider | None) -> str | 
     return ready.reason if ready.status == "requires_unavailable" else None
 
 
-_NATIVE = frozenset({"accessibility_tree", "vm_screen_size", "vm_window_size", "vm_wallpaper", "vm_terminal_output"})
 _STEPS = frozenset({
     "download", "launch", "execute", "command", "execute_with_verification", "open", "activate_window",
     "close_window", "chrome_open_tabs", "sleep", "change_wallpaper",
@@ -125,8 +131,10 @@ class ControllerProvider:
         downloader: Downloader | None = None,
         sleep: Callable[[float], None] = time.sleep,
         python: str = "python",
+        address: VMAddress | None = None,
     ) -> None:
         self.client = client
+        self.address = address or VMAddress.from_controller_url(client.base_url)
         self.downloader = downloader or HttpDownloader()
         self._sleep = sleep
         self._python = python
@@ -167,8 +175,9 @@ class ControllerProvider:
         elif step.type == "close_window":
             self.client.close_window(p.window_name, strict=p.strict, by_class=p.by_class)
         elif step.type == "chrome_open_tabs":
-            # A second `google-chrome URL...` call hands the URLs to the running browser as new tabs.
-            self.client.launch(["google-chrome", *p.urls_to_open])
+            from .chrome_setup import open_tabs
+
+            open_tabs(self.address, list(p.urls_to_open), sleep=self._sleep)
         elif step.type == "sleep":
             self._sleep(p.seconds)
         elif step.type == "change_wallpaper":
@@ -186,28 +195,6 @@ class ControllerProvider:
             if time.monotonic() >= deadline:
                 raise UnsupportedSetupStep(f"execute_with_verification: output never contained {p.expected_output!r}")
             self._sleep(p.check_interval)
-
-    def native_getters(self) -> frozenset[str]:
-        return _NATIVE
-
-    @staticmethod
-    def native_getters_static() -> frozenset[str]:
-        """The native getters without a client (for coverage reports)."""
-        return _NATIVE
-
-    def get_state(self, config: GetterConfig, ctx: GetterContext) -> Any:
-        if config.type == "accessibility_tree":
-            return self.client.accessibility_tree()
-        if config.type == "vm_screen_size":
-            return self.client.screen_size()
-        if config.type == "vm_window_size":
-            return self.client.window_size(str(config.get("app_class_name")))
-        if config.type == "vm_terminal_output":
-            return self.client.terminal_output()
-        if config.type == "vm_wallpaper":
-            data = self.client.wallpaper()
-            return None if data is None else str(ctx.save(str(config.get("dest", "wallpaper.png")), data))
-        raise UnsupportedGetter(f"unsupported getter '{config.type}' (provider {self.name} does not offer it)")
 
     def execute_action(self, action: Action | dict[str, Any]) -> ExecuteResult | None:
         """Run one agent action; WAIT sleeps a second, FAIL/DONE run nothing (the episode ends)."""

@@ -7,8 +7,10 @@ read from ``--root`` (the folder holding retail/ and airline/) or ``<data dir>/t
 The agent never sees the task instruction: it goes to the simulated user, whose first message
 opens the conversation. Gold actions and outputs live in task metadata under keys that
 ``Task.public_summary()`` drops. Options: ``user_strategy``, ``user_model`` (``--user-model``),
-``user_replies`` (see :func:`engine_env.setup_user`). The score is upstream's reward (0 or 1;
-0 when the episode never ended); success is reward 1.
+``user_temperature``, ``user_seed`` (``--user-temperature``, ``--user-seed``), ``user_replies``
+(see :func:`engine_env.setup_user`); upstream's run options ``start_index``, ``end_index``,
+``shuffle``, ``run_seed``, ``num_few_shots`` (see :mod:`.run_options`). The score is upstream's
+reward (0 or 1; 0 when the episode never ended); success is reward 1.
 
 A ``--runner`` agent must attach the simulated user itself:
 ``qitos.benchmark.tau_bench.engine_env.setup_user(ctx)`` in its builder.
@@ -26,8 +28,9 @@ from qitos.core.task import Budget, EnvSpec, Task
 from ..base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
 from ..errors import BenchmarkUsageError
 from .data import DOMAIN_SPLITS, DomainData, load_domain
-from .engine_env import TauEngineEnv, user_replies
+from .engine_env import TauEngineEnv, user_replies, user_sampling
 from .errors import TauDataError
+from .run_options import RunOptions, run_options
 from .user import USER_STRATEGIES
 
 if TYPE_CHECKING:
@@ -108,11 +111,11 @@ class TauBenchAdapter(BenchmarkAdapter):
     def load_tasks(self, load: LoadOptions) -> list[Task]:
         domain = domain_name(load)
         split = check_split(domain, load.split or self.default_split)
-        check_options(load.options)
+        opts = check_options(load.options)
         data = load_data(load, domain)
-        tasks = [self._task(data, split, index) for index in range(len(data.split_tasks(split)))]
-        for index, task in enumerate(tasks):
-            source = data.task(split, index)
+        tasks = [self._task(data, split, index) for index in opts.indices(len(data.split_tasks(split)))]
+        for task in tasks:
+            source = data.task(split, int(task.metadata["task_index"]))
             self.golds.keep(task.id, {"actions": [a.model_dump() for a in source.actions],
                                       "outputs": list(source.outputs)})
         return filter_tasks(tasks, load)
@@ -154,7 +157,17 @@ class TauBenchAdapter(BenchmarkAdapter):
         meta = task.metadata
         data = load_data(load, meta["subset"])
         env = TauEngineEnv(data, meta["split"], int(meta["task_index"]))
-        return TaskRuntime(env=env, workdir=workdir, handles={"domain": data.name})
+        return TaskRuntime(env=env, workdir=workdir, handles={"domain": data.name, "trial": trial})
+
+    def describe_run(self, cfg: Any) -> str | None:
+        """The simulated user: strategy, model (default: the agent's) and sampling (unset: not sent)."""
+        options = cfg.load.options
+        strategy = options.get("user_strategy", "llm")
+        if strategy in ("scripted", "human") or (cfg.recipe or self.default_recipe) == "oracle":
+            return f"simulated user: {strategy if cfg.recipe != 'oracle' else 'scripted (oracle)'}"
+        model = options.get("user_model") or f"{cfg.model.model_name} (the agent's model)"
+        sampling = ", ".join(f"{k}={options[f'user_{k}']}" for k in ("temperature", "seed") if f"user_{k}" in options)
+        return f"simulated user: {strategy}, model {model}, sampling {sampling or 'not sent (as upstream)'}"
 
     def agent_built(self, ctx, agent) -> None:
         """A `--runner` agent gets the simulated user from the run options, like the built-in recipes."""
@@ -183,8 +196,8 @@ class TauBenchAdapter(BenchmarkAdapter):
         return tau_metrics(rows)
 
 
-def check_options(options: dict[str, Any]) -> None:
-    """Refuse bad tau-bench options before any task runs."""
+def check_options(options: dict[str, Any]) -> RunOptions:
+    """Refuse bad tau-bench options before any task runs; returns upstream's run options."""
     strategy = options.get("user_strategy", "llm")
     if strategy not in USER_STRATEGIES:
         raise BenchmarkUsageError(
@@ -192,5 +205,7 @@ def check_options(options: dict[str, Any]) -> None:
         )
     try:
         user_replies(options.get("user_replies"))
+        user_sampling(options)
+        return run_options(options)
     except ValueError as exc:
         raise BenchmarkUsageError(str(exc)) from None

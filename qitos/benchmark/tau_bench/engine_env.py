@@ -28,6 +28,7 @@ from .data import RESPOND_ACTION, DomainData, UserTask
 from .env import TauEnv
 from .errors import EnvStateError, TauError
 from .reward import RewardResult
+from .upstream import load_upstream
 from .user import USER_STRATEGIES, ScriptedUser, UserSimulator, make_user
 
 USER_EVENT = "user_model_call"
@@ -70,6 +71,8 @@ class TauEngineEnv:
         self.task_index = task_index
         self.task: UserTask = domain.user_task(split, task_index)  # validates split and index; no gold
         self.user: UserSimulator | None = None
+        self.user_config: dict[str, Any] = {}  # the model-driven user's model name and sampling (recorded)
+        self.transcript: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None  # (system, messages)
         self.deterministic = True  # every user reply is recorded (see RecordedUserModel); False for a human
         self.env: TauEnv | None = None
         self.first_message: str | None = None
@@ -138,7 +141,8 @@ class TauEngineEnv:
             raise EnvStateError("a tau-bench episode runs once; prepare a new runtime for another trial")
         self.env = TauEnv(self.domain, self.task_index, self.split, user=self.user)
         self.first_message = self.env.reset().observation
-        self.emit("env_reset", {"observation": self.first_message, "user_strategy": self.user.strategy})
+        self.emit("env_reset", {"observation": self.first_message, "user_strategy": self.user.strategy,
+                                "user": self.user_config})
         return self.first_message
 
     def act(self, name: str, arguments: dict[str, Any]) -> str:
@@ -158,6 +162,12 @@ class TauEngineEnv:
         self._step_actions.append(record)
         self.emit("env_step", record)
         return result.observation
+
+    def fail(self, reason: str) -> None:
+        """End the episode as upstream does when its agent raises (e.g. tool arguments that are not JSON):
+        no further step, reward 0, and `reason` recorded as the failure."""
+        self.failure = reason
+        self.emit("env_failure", {"action": None, "error": reason})
 
     def is_terminal(self) -> bool:
         return self.failure is not None or (self.env is not None and self.env.done)
@@ -195,10 +205,14 @@ class TauEngineEnv:
             "split": self.split,
             "task_index": self.task_index,
             "user_strategy": self.user.strategy if self.user else None,
+            "user_model": self.user_config.get("model"),
+            "user_sampling": {k: v for k, v in self.user_config.items() if k != "model"},
             "user_cost": self.user.total_cost if self.user else None,
             "done": bool(self.env and self.env.done),
             "failure": self.failure,
         }
+        if self.transcript is not None:
+            info["traj"] = [*self.transcript[0], *self.transcript[1]]
         if self.env is None:
             return {**info, "reward": 0.0}
         ended = self.env.done and self.env.reward_result is not None
@@ -277,13 +291,28 @@ def user_replies(value: Any) -> list[str] | None:
     return list(replies)
 
 
+def user_sampling(options: dict[str, Any]) -> dict[str, Any]:
+    """``--user-temperature`` / ``--user-seed`` (options ``user_temperature``, ``user_seed``); unset ones are absent."""
+    out: dict[str, Any] = {}
+    for key, kind in (("temperature", float), ("seed", int)):
+        value = options.get(f"user_{key}")
+        if value is None or value == "":
+            continue
+        try:
+            out[key] = kind(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"--user-{key} {value!r} is not a valid {kind.__name__}") from None
+    return out
+
+
 def setup_user(ctx: Any, *, strategy: str | None = None, replies: Sequence[str] | None = None) -> UserSimulator:
     """Build the simulated user from the run options and attach it to ``ctx.runtime.env``.
 
     Options: ``user_strategy`` (llm, react, verify, reflection, scripted, human; default llm),
-    ``user_model`` (set by ``--user-model``; default: the agent's model), ``user_replies``
-    (scripted; default: the task instruction, then ``###STOP###``). When the agent's model
-    replays a recorded run, a model-driven user replays that run's recorded replies instead.
+    ``user_model`` (set by ``--user-model``; default: the agent's model), ``user_temperature`` and
+    ``user_seed`` (``--user-temperature``, ``--user-seed``; unset: not sent, as upstream),
+    ``user_replies`` (scripted; default: the task instruction, then ``###STOP###``). When the
+    agent's model replays a recorded run, a model-driven user replays that run's recorded replies.
     """
     env: TauEngineEnv = ctx.runtime.env
     options = ctx.options or {}
@@ -303,6 +332,8 @@ def setup_user(ctx: Any, *, strategy: str | None = None, replies: Sequence[str] 
             model = ctx.make_model(options["user_model"])
         else:
             model = agent_model
-        user = make_user(strategy, model, emit=env.emit)
+        sampling = user_sampling(options)
+        user = make_user(strategy, model, protocol=load_upstream(env.domain.root), emit=env.emit, **sampling)
+        env.user_config = {"model": getattr(model, "name", None), **sampling}
     env.attach_user(user)
     return user

@@ -1,13 +1,19 @@
-"""The simulated user of a Tau-Bench episode (spec section 11.2).
+"""The simulated user of a Tau-Bench episode: upstream's user simulators, call for call.
 
-Model-driven strategies (``llm`` default, ``react``, ``verify``, ``reflection``) keep upstream's
-mirrored chat history: system prompt, the agent's greeting as a "user" message, then the
-simulator's replies as "assistant" and the agent's utterances as "user". ``scripted`` replays a
-list of replies then says ``###STOP###``; ``human`` reads replies from a console.
+Model-driven strategies (``llm`` default, ``react``, ``verify``, ``reflection``) follow
+``tau_bench/envs/user.py`` of the pinned commit: the same prompts (read from the data dir's
+``upstream/`` by :mod:`.upstream`), the same mirrored history (system prompt, the agent's
+greeting as a "user" message, the simulator's replies as "assistant", the agent's utterances as
+"user"), the same judge and reflection calls and the same parsing. ``scripted`` replays a list of
+replies then says ``###STOP###``; ``human`` reads replies from a console.
 
-Deliberate differences from upstream: constructors make no model call (upstream resets once
-in the constructor, react twice, which only costs money), and ``total_cost`` sums every call
-(upstream reports the last call's cost only).
+Sampling: upstream's user passes no temperature and no seed (the provider's defaults apply), so
+each call sends ``temperature``/``seed`` only when ``--user-temperature``/``--user-seed`` set them
+(a value of None means "not sent"; the agent's own sampling never leaks into the user's calls).
+
+Deliberate differences, none of which changes a request or a reply: constructors make no model
+call (upstream resets once in the constructor, react twice, and discards the replies), and
+``total_cost`` sums every call (upstream reports the last call's cost only).
 
 The model is duck-typed: ``model.complete(messages, **params)`` returning an object with
 ``.text``, ``.usage``, ``.cost``, ``.latency_seconds`` and ``.model`` (qitos.models.base).
@@ -21,19 +27,13 @@ from typing import Any, Protocol, runtime_checkable
 
 from .data import STOP_TOKEN
 from .errors import UserSimulatorError
-from .user_prompts import (
-    OPENING_LINE,
-    llm_system_prompt,
-    parse_react,
-    react_system_prompt,
-    reflection_prompt,
-    reflection_response,
-    verify_prompt,
-)
+from .upstream import UpstreamProtocol
 
 Emit = Callable[[str, dict[str, Any]], None]
 Message = dict[str, Any]
 USER_STRATEGIES = ("llm", "react", "verify", "reflection", "scripted", "human")
+# Parameters the user sends only when set (upstream sends none of them); max_tokens is never sent.
+SAMPLING_KEYS = ("temperature", "seed")
 
 
 @runtime_checkable
@@ -52,16 +52,31 @@ class UserSimulator(Protocol):
     def total_cost(self) -> float | None: ...
 
 
+def litellm_message_text(content: str | None) -> str:
+    """How upstream's verify() prints the draft: ``str()`` of litellm's reply ``Message``.
+
+    Upstream formats the Message object itself into the judge prompt; litellm (1.x) renders a
+    plain assistant reply with these fields, in this order.
+    """
+    return (f"Message(content={content!r}, role='assistant', tool_calls=None, function_call=None, "
+            "provider_specific_fields=None)")
+
+
 class LLMUser:
     """Strategy ``llm``: each reply is the model's raw answer to the mirrored history."""
 
     strategy = "llm"
 
-    def __init__(self, model: Any, *, emit: Emit | None = None, **params: Any) -> None:
+    def __init__(self, model: Any, protocol: UpstreamProtocol, *, emit: Emit | None = None, **params: Any) -> None:
         if not callable(getattr(model, "complete", None)):
             raise TypeError(f"the user simulator needs a model with a complete() method, got {type(model).__name__}")
+        unknown = sorted(set(params) - set(SAMPLING_KEYS))
+        if unknown:
+            raise TypeError(f"the user simulator takes only {', '.join(SAMPLING_KEYS)} as sampling, not {unknown}")
         self.model = model
-        self.params = params
+        self.protocol = protocol
+        # None = not sent (it also masks the agent model's own defaults when the user shares its model)
+        self.params: dict[str, Any] = {"temperature": None, "seed": None, "max_tokens": None, **params}
         self.emit = emit
         self.history: list[Message] = []
         self.calls = 0
@@ -73,26 +88,30 @@ class LLMUser:
         return self._cost
 
     def system_prompt(self, instruction: str | None) -> str:
-        return llm_system_prompt(instruction)
+        return self.protocol.user_system_prompt(self.strategy, instruction)
 
     def reset(self, instruction: str) -> str:
         self.history = [
             {"role": "system", "content": self.system_prompt(instruction)},
-            {"role": "user", "content": OPENING_LINE},
+            {"role": "user", "content": self.protocol.opening_line},
         ]
-        return self.generate()
+        if self.emit is not None:  # the trace shows the prompt the user model was given
+            self.emit("user_prompt", {"strategy": self.strategy, "messages": [dict(m) for m in self.history],
+                                      "sampling": {k: v for k, v in self.params.items() if v is not None}})
+        return self.generate(self.history)
 
     def step(self, content: str) -> str:
         self.history.append({"role": "user", "content": content})
-        return self.generate()
+        return self.generate(self.history)
 
-    def generate(self) -> str:
-        text = self.complete(self.history, "reply")
+    def generate(self, messages: list[Message]) -> str:
+        """``generate_next_message``: the reply to `messages`, kept in the history."""
+        text = self.complete(messages, "reply")
         self.history.append({"role": "assistant", "content": text})
         return text
 
-    def complete(self, messages: Sequence[Message], purpose: str) -> str:
-        """One model call, traced through `emit`; returns the reply text."""
+    def complete(self, messages: Sequence[Message], purpose: str) -> Any:
+        """One model call, traced through `emit`; returns the reply text (None when the reply had none)."""
         started = time.perf_counter()
         response = self.model.complete([dict(message) for message in messages], **self.params)
         self.calls += 1
@@ -115,9 +134,13 @@ class LLMUser:
                     "model": getattr(response, "model", None),
                 },
             )
-        if not isinstance(text, str):
-            raise UserSimulatorError(f"user simulator model returned no text (purpose: {purpose})")
         return text
+
+    def judge(self, response: str, messages: list[Message]) -> bool:
+        """Upstream's ``verify()``: a supervisor call over the transcript; "true" anywhere accepts."""
+        prompt = self.protocol.verify_prompt(self.protocol.transcript(messages), response)
+        answer = self.complete([{"role": "user", "content": prompt}], "verify")
+        return "true" in _text(answer, "verify").lower()
 
 
 class ReactUser(LLMUser):
@@ -125,53 +148,73 @@ class ReactUser(LLMUser):
 
     strategy = "react"
 
-    def system_prompt(self, instruction: str | None) -> str:
-        return react_system_prompt(instruction)
-
-    def generate(self) -> str:
-        raw = self.complete(self.history, "reply")
-        self.history.append({"role": "assistant", "content": raw})
-        try:
-            return parse_react(raw)
-        except ValueError as exc:
-            raise UserSimulatorError(str(exc)) from None
+    def generate(self, messages: list[Message]) -> str:
+        return parse_react(super().generate(messages))
 
 
 class VerifyUser(LLMUser):
-    """Strategy ``verify``: up to 3 drafts, each checked by a supervisor call (true/false)."""
+    """Strategy ``verify``: up to 3 drafts, each judged against the history without the draft."""
 
     strategy = "verify"
     max_attempts = 3
 
-    def judge(self, candidate: str) -> bool:
-        answer = self.complete([{"role": "user", "content": verify_prompt(self.history, candidate)}], "verify")
-        return "true" in answer.lower()
-
-    def generate(self) -> str:
-        text = ""
+    def generate(self, messages: list[Message]) -> str:
+        text = None
         for _ in range(self.max_attempts):
-            text = self.complete(self.history, "reply")
-            if self.judge(text):
+            text = self.complete(messages, "reply")
+            # upstream formats the reply Message object itself into the judge's prompt
+            if self.judge(litellm_message_text(text), messages):
                 self.history.append({"role": "assistant", "content": text})
                 return text
-        return text  # upstream: the last rejected draft is returned but not added to the history
+        return text  # upstream: the last rejected draft is said but not kept in the history
 
 
-class ReflectionUser(VerifyUser):
-    """Strategy ``reflection``: a rejected draft gets one reflected retry (2 attempts at most)."""
+class ReflectionUser(LLMUser):
+    """Strategy ``reflection``: a rejected draft gets one reflection and a second draft (2 attempts)."""
 
     strategy = "reflection"
+    max_attempts = 2
 
-    def generate(self) -> str:
-        first = self.complete(self.history, "reply")
-        self.history.append({"role": "assistant", "content": first})
-        if self.judge(first):
+    def generate(self, messages: list[Message]) -> str:
+        private = list(messages)  # upstream's cur_messages: the history before this reply
+        first = super().generate(private)  # kept in the history, as upstream's LLM user does
+        if self.judge(first, private):
             return first
-        advice = self.complete([{"role": "user", "content": reflection_prompt(self.history, first)}], "reflection")
-        private = self.history + [{"role": "user", "content": reflection_response(advice)}]
-        second = self.complete(private, "reply")
-        self.history.append({"role": "assistant", "content": second})
-        return second if self.judge(second) else first
+        for _ in range(1, self.max_attempts):
+            prompt = self.protocol.reflect_prompt(self.protocol.transcript(private), first)
+            advice = _text(self.complete([{"role": "user", "content": prompt}], "reflection"), "reflection")
+            parts = advice.split("Response:")
+            if len(parts) != 2:  # upstream unpacks exactly two parts, else raises
+                raise UserSimulatorError(f"reflection reply has {len(parts) - 1} 'Response:' labels: {advice[:200]}")
+            private.append({"role": "user", "content": parts[1].strip()})
+            second = super().generate(private)
+            if self.judge(second, private):
+                return second
+        return first
+
+
+def parse_react(text: str | None) -> str:
+    """What a react reply sends to the agent (``ReactUserSimulationEnv.parse_response``).
+
+    Upstream's own parsing, kept: when "Thought:" is present everything after it is sent, the
+    thought and the "User Response:" label included; a label present twice is an error.
+    """
+    text = _text(text, "reply")
+    if STOP_TOKEN in text:
+        return STOP_TOKEN
+    for label in ("Thought:", "User Response:"):
+        if label in text:
+            parts = text.split(label)
+            if len(parts) != 2:
+                raise UserSimulatorError(f"Invalid response format: {text}")
+            return parts[1].strip()
+    raise UserSimulatorError(f"Invalid response format: {text}")
+
+
+def _text(value: Any, purpose: str) -> str:
+    if not isinstance(value, str):
+        raise UserSimulatorError(f"user simulator model returned no text (purpose: {purpose})")
+    return value
 
 
 class ScriptedUser:
@@ -236,15 +279,18 @@ def make_user(
     strategy: str = "llm",
     model: Any = None,
     *,
+    protocol: UpstreamProtocol | None = None,
     replies: Sequence[str] | None = None,
     emit: Emit | None = None,
     **params: Any,
 ) -> UserSimulator:
-    """Build a user simulator by strategy name; `params` go to every model call (e.g. temperature)."""
+    """Build a user simulator by strategy name; `params` (temperature, seed) go to every model call."""
     if strategy in _MODEL_STRATEGIES:
         if model is None:
             raise ValueError(f"user strategy {strategy!r} needs a model")
-        return _MODEL_STRATEGIES[strategy](model, emit=emit, **params)
+        if protocol is None:
+            raise ValueError(f"user strategy {strategy!r} needs upstream's protocol texts (load_upstream)")
+        return _MODEL_STRATEGIES[strategy](model, protocol, emit=emit, **params)
     if strategy == "scripted":
         return ScriptedUser(replies or ())
     if strategy == "human":
