@@ -223,14 +223,17 @@ def list_benchmarks(data_dir: Path | None) -> list[dict[str, Any]]:
 
 def print_list(info: list[dict[str, Any]]) -> None:
     table = Table(title="benchmarks")
-    for col in ("name", "splits (runnable here / tasks)", "recipes", "can run here", "why not"):
+    for col in ("name", "splits (runnable here / tasks)", "recipes", "can run here", "optional extras", "why not"):
         table.add_column(col)
     for e in info:
         runnable = e.get("runnable") or {}
         splits = ", ".join(f"{k} ({runnable[k]['runnable']}/{v})" if k in runnable else f"{k} ({v if v is not None else '?'})"
                            for k, v in (e.get("splits") or {}).items())
         why = "; ".join(f"{r['name']}: {r['detail']}" for r in e.get("requirements", []) if not r["ok"]) or e.get("error", "")
-        table.add_row(e["name"], splits, ", ".join(e.get("recipes", [])), "yes" if e.get("can_run") else "no", why)
+        extras = "; ".join(f"{r['name'].replace(' (optional)', '')}: {'present' if r['present'] else 'absent'}"
+                           for r in e.get("requirements", []) if r.get("present") is not None)
+        table.add_row(e["name"], splits, ", ".join(e.get("recipes", [])), "yes" if e.get("can_run") else "no", extras,
+                      why)
     console.print(table)
 
 
