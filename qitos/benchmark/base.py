@@ -49,6 +49,7 @@ class Requirement(BaseModel):
     name: str
     ok: bool
     detail: str = ""
+    present: bool | None = None  # an optional extra (ok either way): is it installed here? `qit bench list` shows it
 
 
 class Evaluation(BaseModel):

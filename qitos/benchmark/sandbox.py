@@ -15,6 +15,8 @@ Layout inside the sandbox (documented contract, other modules rely on it):
   (dynamic linker, alternatives, certificates, time zone, ...), and ``ro_binds`` at their host
   paths: all read-only. The host's ``/etc/profile`` is *not* visible, so ``bash -lc`` does not
   pick up host-specific login scripts or override ``PATH``.
+- ``hosts`` adds ``/etc/hosts`` entries (name -> address), e.g. a benchmark's service containers;
+  with ``network=True`` they replace the host's hosts file (localhost stays).
 - The command runs as ``sandbox`` (uid/gid 1000) in new user, pid, ipc, uts and (by default)
   network namespaces, with every capability dropped. The network namespace holds only ``lo``.
 - bwrap maps the sandbox user to the host user that started it. When that is root, files only
@@ -251,6 +253,7 @@ class BwrapSandbox:
         ro_binds: Sequence[Path | str] = (),
         env: Mapping[str, str] | None = None,
         limits: SandboxLimits | None = None,
+        hosts: Mapping[str, str] | None = None,
     ) -> None:
         if timeout_seconds <= 0:
             raise ValueError(f"BwrapSandbox timeout_seconds must be > 0, got {timeout_seconds}")
@@ -263,6 +266,8 @@ class BwrapSandbox:
             if not path.exists():
                 raise ValueError(f"BwrapSandbox ro_binds: {path} does not exist on the host")
         self.network = network
+        # extra /etc/hosts entries (name -> address), e.g. a benchmark's service containers
+        self.hosts = dict(hosts or {})
         self.timeout_seconds = float(timeout_seconds)
         self.max_output_bytes = int(max_output_bytes)
         self.env = {
@@ -331,11 +336,12 @@ class BwrapSandbox:
         args += ["--proc", "/proc", "--dev", "/dev"]
         real_dirs = [f"/{n}" for n in _ROOT_LINKS if Path(f"/{n}").is_dir() and not Path(f"/{n}").is_symlink()]
         read_only = ["/usr", *real_dirs]
-        for name in _ETC_ENTRIES + (_NETWORK_ETC_ENTRIES if self.network else ()):
+        network_etc = tuple(n for n in _NETWORK_ETC_ENTRIES if n != "hosts" or not self.hosts)
+        for name in _ETC_ENTRIES + (network_etc if self.network else ()):
             if os.path.exists(f"/etc/{name}"):
                 args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
                 read_only.append(f"/etc/{name}")
-        for name in ("passwd", "group") + (() if self.network else ("hosts",)):
+        for name in ("passwd", "group") + (() if self.network and not self.hosts else ("hosts",)):
             args += ["--ro-bind", str(self._scratch / name), f"/etc/{name}"]
         # /tmp and home first, so ro_binds that live under the host's /tmp land on top of them.
         args += ["--bind", str(self._scratch / "tmp"), "/tmp", "--bind", str(self._scratch / "home"), HOME_MOUNT]
@@ -362,7 +368,8 @@ class BwrapSandbox:
             "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
         )
         (self._scratch / "group").write_text(f"root:x:0:\n{SANDBOX_USER}:x:{uid}:\nnogroup:x:65534:\n")
-        (self._scratch / "hosts").write_text("127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost\n")
+        extra = "".join(f"{address}\t{name}\n" for name, address in sorted(self.hosts.items()))
+        (self._scratch / "hosts").write_text("127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost\n" + extra)
 
     def _disk_paths(self) -> list[Path]:
         return [self.work_dir, self._scratch / "tmp", self._scratch / "home"]

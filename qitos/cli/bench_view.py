@@ -265,6 +265,8 @@ def print_details(info: list[dict[str, Any]]) -> None:
             console.print(f"  [red]failed to load[/]: {e['error']}")
         for r in e.get("requirements", []):
             mark = "[green]ok[/]     " if r["ok"] else "[red]missing[/]"
+            if r.get("present") is not None:  # an optional extra: fine either way, but say whether it is here
+                mark = "[green]present[/]" if r["present"] else "[yellow]absent[/] "
             console.print(f"  {mark} {r['name']}: ", end="")
             console.print(r["detail"] or "", markup=False)
         for split, r in (e.get("runnable") or {}).items():

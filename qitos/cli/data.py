@@ -72,14 +72,39 @@ def verify_cmd(name: Annotated[Optional[str], typer.Argument(help="dataset (defa
 
 @data_app.command("fetch")
 @user_errors
-def fetch_cmd(name: Annotated[str, typer.Argument(help="dataset: tau-bench, cybench, osworld")], data_dir: DataDir = None) -> None:
+def fetch_cmd(name: Annotated[str, typer.Argument(help="dataset: tau-bench, cybench, osworld")], data_dir: DataDir = None,
+              toolchain: Annotated[bool, typer.Option(
+                  "--toolchain", help="cybench only: install the pinned CTF toolchain (pwntools, pycryptodome, sympy, "
+                                      "...) from PyPI into $QITOS_TOOLCHAIN_DIR or <data dir>/cybench-toolchain "
+                                      "instead of fetching the task data")] = False) -> None:
     """Download a dataset at its pinned commit, install it and verify every checksum (resumable)."""
     from qitos.benchmark.data import fetch
 
     root = _data_dir(data_dir)
+    if toolchain:
+        _install_toolchain(name, root)
+        return
 
     def progress(done: int, total: int | None) -> None:
         typer.echo(f"\rdownloaded {done / 1e6:.1f} MB" + (f" of {total / 1e6:.1f} MB" if total else ""), nl=False)
 
     report = fetch(name, root, progress)
     typer.echo(f"\n{name}: verified at {report.path} ({report.ok} files)")
+
+
+def _install_toolchain(name: str, root: Path) -> None:
+    from qitos.benchmark.cybench import toolchain
+    from qitos.benchmark.errors import BenchmarkUsageError
+
+    if name != "cybench":
+        raise BenchmarkUsageError(f"--toolchain: only cybench has a toolchain, not {name}; "
+                                  "run `qit data fetch cybench --toolchain`")
+    target = toolchain.toolchain_dir(root)
+    try:
+        toolchain.install(target, typer.echo)
+    except toolchain.ToolchainError as exc:
+        typer.echo(f"cybench toolchain: {exc}", err=True)
+        raise typer.Exit(EXIT_RUN_FAILED) from None
+    except OSError as exc:
+        raise BenchmarkUsageError(f"cannot write the toolchain to {target} ({exc.strerror}); set "
+                                  f"{toolchain.TOOLCHAIN_ENV} to a writable folder") from None

@@ -150,7 +150,8 @@ class CybenchOracleAgent(AgentModule):
             """Run the task's reference solution in the sandbox (validation only; agents never see it)."""
             agent.tried = True  # once only: a crash here is recorded, not retried
             agent.result = run_oracle(record, handles["oracle_root"], timeout_seconds=opts.oracle_timeout,
-                                      python_path=opts.python_path, variant=handles["variant"])
+                                      python_path=opts.python_path, variant=handles["variant"],
+                                      toolchain=handles.get("toolchain"), hosts=env.runtime.hosts)
             return _oracle_summary(agent.result)
 
         submit = next(t for t in env.tools() if t.name == "submit")
@@ -194,11 +195,20 @@ def _env(ctx: RecipeContext) -> CybenchEnv:
     return env
 
 
+def _with_toolchain(agent: AgentModule, ctx: RecipeContext) -> AgentModule:
+    """Name the CTF toolchain in the toolset, so runs with and without it have different RunSpecs."""
+    if ctx.runtime.handles.get("toolchain"):
+        from qitos.benchmark.cybench.toolchain import lock_sha256
+
+        agent.toolset_name = f"{agent.toolset_name}+ctf_toolchain_{lock_sha256()[:12]}"
+    return agent
+
+
 def build_react_agent(ctx: RecipeContext) -> AgentModule:
     opts = ctx.runtime.handles.get("options") or CybenchOptions.from_load(ctx.load)
-    return CybenchReactAgent(_env(ctx), memory_window=opts.memory_window)
+    return _with_toolchain(CybenchReactAgent(_env(ctx), memory_window=opts.memory_window), ctx)
 
 
 def build_oracle_agent(ctx: RecipeContext) -> AgentModule:
     opts = ctx.runtime.handles.get("options") or CybenchOptions.from_load(ctx.load)
-    return CybenchOracleAgent(ctx, _env(ctx), opts)
+    return _with_toolchain(CybenchOracleAgent(ctx, _env(ctx), opts), ctx)

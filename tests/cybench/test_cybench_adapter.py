@@ -94,7 +94,11 @@ def test_requirements_docker_is_optional(cybench_data: Path) -> None:
     assert reqs["docker (optional)"].ok  # never blocks: service tasks report requires_unavailable instead
 
 
-def test_service_task_prepares_as_requires_unavailable(cybench_data: Path, tmp_path: Path) -> None:
+def test_service_task_prepares_as_requires_unavailable(cybench_data: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from qitos.benchmark.cybench import runtime as runtime_module
+
+    monkeypatch.setattr(runtime_module, "docker_available", lambda: (False, "no container engine: test"))
     adapter = CybenchAdapter()
     for task in adapter.load_tasks(_load(subset="service")):
         runtime = adapter.prepare(task, 0, _load(), tmp_path)

@@ -1,10 +1,12 @@
 """`qit bench run --benchmark cybench` end to end, as a user runs it (CLI subprocesses, real bwrap sandbox).
 
-Which file-only tasks the oracle solves here (no pycryptodome, sympy or pwntools in the sandbox's
-python3): the seven in ORACLE_FAST below, plus FlecksOfGold (left out: its solution burns a CPU
-for 60 s). Data Siege's solution.sh prints the flag from hard-coded parts after its tshark/mono
-steps fail, so it checks the plumbing, not the tools. NEEDS_PACKAGES fail on imports unless
-`--option python_path=DIR` provides the packages (SLCG would still fail: see the adapter doc).
+Which file-only tasks the oracle solves: with the system python3 only, the five in ORACLE_FAST,
+plus FlecksOfGold (left out: its solution burns a CPU for 60 s). PackedAway and Data Siege end
+requires_unavailable: their requirements.sh installs upx / dotnet, ilspycmd and mono, which the
+sandbox lacks (Debian's archive here has no upx). NEEDS_PACKAGES import pycryptodome, sympy or pwntools: with the CTF toolchain
+(`qit data fetch cybench --toolchain`) the oracle solves TOOLCHAIN_FAST and Permuted (left out: minutes
+of CPU); SLCG's solution prints the flag of its flag.txt, which differs from metadata.json's (see the
+adapter doc), so it scores 0 as upstream's scoring would.
 """
 
 from __future__ import annotations
@@ -28,17 +30,18 @@ HTB = "cybench_benchmark_hackthebox_cyber-apocalypse-2024_"
 ORACLE_FAST = [HTB + n for n in (
     "crypto_[Very_Easy]_Dynastic", "reversing_[Very_Easy]_LootStash", "forensics_[Very_Easy]_It_Has_Begun",
     "forensics_[Very_Easy]_Urgent", "reversing_[Easy]_Crushing")]
+# requirements.sh installs CLI tools Debian's archive here lacks (upx; dotnet, ilspycmd, mono): requires_unavailable
+NEEDS_CLI_TOOLS = {HTB + "reversing_[Very_Easy]_PackedAway": "apt:upx",
+                   HTB + "forensics_[Medium]_Data_Siege": "dotnet-tool:ilspycmd"}
 ORACLE_SLOW = [HTB + "reversing_[Hard]_FlecksOfGold"]  # solves, in about 60 s of CPU
 GLACIER = "cybench_benchmark_LosFuzzys_GlacierCTF2023_writeups_"
-NEEDS_PACKAGES = [HTB + "crypto_[Very_Easy]_Primary_Knowledge", HTB + "crypto_[Medium]_Partial_Tenacity",
-                  HTB + "crypto_[Hard]_Permuted", GLACIER + "crypto_MissingBits", GLACIER + "crypto_SLCG",
-                  GLACIER + "rev_rpgo", GLACIER + "rev_sop",
-                  HTB + "reversing_[Very_Easy]_PackedAway",  # requirements.sh installs upx: not in Debian 12
-                  HTB + "forensics_[Medium]_Data_Siege"]  # ... and dotnet-sdk-6.0 with ilspycmd
+TOOLCHAIN_FAST = [HTB + "crypto_[Very_Easy]_Primary_Knowledge", HTB + "crypto_[Medium]_Partial_Tenacity",
+                  GLACIER + "crypto_MissingBits", GLACIER + "rev_rpgo", GLACIER + "rev_sop"]
+NEEDS_PACKAGES = [*TOOLCHAIN_FAST, HTB + "crypto_[Hard]_Permuted", GLACIER + "crypto_SLCG"]
 
 
-def qit(*args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+def qit(*args: str, cwd: Path, timeout: int = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     return subprocess.run([sys.executable, "-m", "qitos.cli.qit", *args], cwd=cwd, capture_output=True, text=True,
                           env=env, timeout=timeout)
 
@@ -53,7 +56,7 @@ def steps(run_dir: Path) -> list[dict]:
 
 def test_task_lists_cover_every_file_only_task(cybench_data: Path) -> None:
     file_only = {t.task_id for t in load_tasks(cybench_data) if not t.needs_service}
-    assert file_only == set(ORACLE_FAST + ORACLE_SLOW + NEEDS_PACKAGES)
+    assert file_only == set(ORACLE_FAST + ORACLE_SLOW + NEEDS_PACKAGES + list(NEEDS_CLI_TOOLS))
 
 
 @pytest.mark.slow
@@ -91,9 +94,42 @@ def test_oracle_solves_file_only_tasks_in_the_sandbox(cybench_data: Path, tmp_pa
         assert metrics["subtask_score"] == 1.0 and metrics["guided_final_score"] == 1.0
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("split", ["unguided", "guided"])
+def test_oracle_solves_the_toolchain_tasks(cybench_data: Path, tmp_path: Path, split: str) -> None:
+    from qitos.benchmark.cybench import toolchain
+    from tests.conftest import require_system
+
+    found = toolchain.find(cybench_data.parent)
+    require_system(found.present, f"the CyBench toolchain ({found.detail})")
+    slcg = GLACIER + "crypto_SLCG"
+    done = qit("bench", "run", "--benchmark", "cybench", "--recipe", "oracle", "--split", split, "--concurrency", "2",
+               "--task-ids", ",".join([*TOOLCHAIN_FAST, slcg]), "--output", "r.jsonl", "--trace-logdir", "runs",
+               cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = rows(tmp_path / "r.jsonl")
+    for task_id in TOOLCHAIN_FAST:
+        row = results[task_id]
+        assert row["success"] is True and row["score"] == 1.0, (task_id, row["error"])
+        assert row["metadata"]["toolchain"] == str(found.venv) and row["metadata"]["missing_requirements"] == []
+    flag_file = next(t for t in load_tasks(cybench_data) if t.task_id == slcg).gold().solution_dir / "flag.txt"
+    assert results[slcg]["success"] is False  # the data issue: the solution's flag is flag.txt's, not metadata's
+    assert results[slcg]["metadata"]["subtasks"][-1]["prediction"] == flag_file.read_text().strip()
+
+
+def test_tasks_needing_missing_cli_tools_report_requires_unavailable(cybench_data: Path, tmp_path: Path) -> None:
+    done = qit("bench", "run", "--benchmark", "cybench", "--recipe", "oracle", "--task-ids", ",".join(NEEDS_CLI_TOOLS),
+               "--output", "r.jsonl", "--trace-logdir", "runs", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for task_id, row in rows(tmp_path / "r.jsonl").items():
+        assert row["stop_reason"] == "requires_unavailable" and NEEDS_CLI_TOOLS[task_id] in row["error"]
+
+
 def test_service_tasks_report_requires_unavailable(cybench_data: Path, tmp_path: Path) -> None:
+    # a docker CLI that finds no daemon, as on a machine without the engine running
+    env = {"DOCKER_HOST": f"unix://{tmp_path / 'no-docker.sock'}"}
     done = qit("bench", "run", "--benchmark", "cybench", "--recipe", "oracle", "--subset", "service", "--limit", "3",
-               "--concurrency", "2", "--output", "r.jsonl", "--trace-logdir", "runs", cwd=tmp_path)
+               "--concurrency", "2", "--output", "r.jsonl", "--trace-logdir", "runs", cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     results = rows(tmp_path / "r.jsonl")
     assert len(results) == 3

@@ -167,7 +167,12 @@ def test_service_tasks_yield_requires_unavailable(tasks, monkeypatch: pytest.Mon
     unavailable = [t for t in tasks.values() if requires_unavailable_reason(t)]
     assert len(unavailable) == 25
     monkeypatch.setattr(runtime_module, "docker_available", lambda: (True, "docker engine 27 answers"))
-    assert "does not start CyBench services yet" in (requires_unavailable_reason(tasks["noisier-crc"]) or "")
+    assert requires_unavailable_reason(tasks["noisier-crc"]) is None  # QitOS starts its services
+    delulu = requires_unavailable_reason(tasks["[Very Easy] Delulu"]) or ""
+    assert "this data copy cannot start them" in delulu and "Dockerfile" in delulu
+    network_tools = requires_unavailable_reason(tasks["network-tools"]) or ""
+    assert "no compose file in challenge" in network_tools
+    assert len([t for t in tasks.values() if requires_unavailable_reason(t)]) == 2
     monkeypatch.setattr(runtime_module.BwrapSandbox, "available", staticmethod(lambda: (False, "no bwrap")))
     no_sandbox = requires_unavailable_reason(tasks["[Very Easy] Dynastic"]) or ""
     assert "sandbox, which is unavailable: no bwrap" in no_sandbox

@@ -17,8 +17,11 @@ revealed and the next subtask starts. ``default_budget()`` cannot know the split
 largest subtask count of the split: every task's subtasks fit, and all rows of a batch share one
 RunSpec. A smaller ``--max-steps`` is raised too; shorten guided runs with ``subtask_iterations``.
 
-Service tasks (a target_host, plus diffecient and randsubware) need Docker; without it, or while
-QitOS does not start their containers, they end as ``requires_unavailable`` with the reason.
+Service tasks (a target_host, plus diffecient and randsubware) need Docker: ``prepare`` builds
+and starts the containers their own files describe (``services``, ``stack``) after staging the
+files, and ``cleanup`` removes them. Without Docker, or when the data copy lacks the service's
+build files, they end as ``requires_unavailable`` with the reason; a failed build or start is
+``setup_failed``.
 
 Known data issue: SLCG's metadata.json flag (``..._aft3r_all}``) differs from its solution's flag
 (``metadata/solution/flag.txt``: ``..._aft3r_4ll}``). Scoring keeps upstream's metadata.json answer,
@@ -42,13 +45,17 @@ from qitos.benchmark.base import (
     filter_tasks,
 )
 from qitos.benchmark.cybench.env import CybenchEnv
+from qitos.benchmark.cybench import toolchain
 from qitos.benchmark.cybench.metrics import cybench_metrics
 from qitos.benchmark.cybench.runtime import (
     CybenchRuntime,
+    CybenchSetupError,
     docker_available,
     requires_unavailable_reason,
 )
 from qitos.benchmark.cybench.scoring import extract_answer, score_task
+from qitos.benchmark.cybench.services import plan_for
+from qitos.benchmark.cybench.stack import ServiceStack, ServiceStartError
 from qitos.benchmark.cybench.tasks import (
     SPLITS,
     SUBTASK_MAX_ITERATIONS,
@@ -75,6 +82,8 @@ OPTION_HELP = {
     "command_timeout": "seconds one shell command may run before it is killed (default 120)",
     "python_path": "host folders, ':'-separated, of extra Python packages for the sandbox "
                    "(e.g. made with `pip install --target DIR pycryptodome`)",
+    "toolchain": "the CTF toolchain venv for the sandbox: auto (default: use it when installed, see "
+                 "`qit data fetch cybench --toolchain`), off, or a venv folder",
     "hints": "guided: true shows each subtask's hints with its question (default false)",
     "memory_window": "react: latest responses and observations kept in the prompt (default 3)",
     "oracle_timeout": "oracle: seconds the reference solution may run (default 300)",
@@ -89,6 +98,7 @@ class CybenchOptions:
     subtask_iterations: int = SUBTASK_MAX_ITERATIONS
     command_timeout: float = 120.0
     python_path: tuple[Path, ...] = ()
+    toolchain: str = "auto"
     hints: bool = False
     memory_window: int = 3
     oracle_timeout: float = 300.0
@@ -108,10 +118,32 @@ class CybenchOptions:
             subtask_iterations=_number(opts, "subtask_iterations", int, SUBTASK_MAX_ITERATIONS),
             command_timeout=_number(opts, "command_timeout", float, 120.0),
             python_path=paths,
+            toolchain=_toolchain_option(opts),
             hints=_flag(opts, "hints"),
             memory_window=_number(opts, "memory_window", int, 3),
             oracle_timeout=_number(opts, "oracle_timeout", float, 300.0),
         )
+
+
+def _toolchain_option(opts: dict[str, str]) -> str:
+    value = opts.get("toolchain", "auto").strip() or "auto"
+    if value in ("auto", "off"):
+        return value
+    path = Path(value).expanduser().resolve()
+    if not (path / "bin" / "python3").exists():
+        raise BenchmarkUsageError(f"--option toolchain={value}: {path} is not a venv (no bin/python3); "
+                                  "use auto, off, or the venv `qit data fetch cybench --toolchain` made")
+    return str(path)
+
+
+def resolve_toolchain(opts: CybenchOptions, data_dir: Path) -> Path | None:
+    """The toolchain venv the sandbox gets: none when off or (auto) not installed."""
+    if opts.toolchain == "off":
+        return None
+    if opts.toolchain != "auto":
+        return Path(opts.toolchain)
+    found = toolchain.find(data_dir)
+    return found.venv if found.present else None
 
 
 def _number(opts: dict[str, str], key: str, kind: type, default: Any) -> Any:
@@ -189,10 +221,16 @@ class CybenchAdapter(BenchmarkAdapter):
         docker_ok, docker_detail = docker_available()
         docker_note = docker_detail if docker_ok else (
             f"{docker_detail}; optional: the 25 service tasks then end as requires_unavailable")
+        docker_note += "; QitOS builds and starts each service task's containers" if docker_ok else ""
+        tools = toolchain.find(load.data_dir)
+        tools_note = tools.detail if tools.present else (
+            f"{tools.detail}; optional: without it, tasks whose solutions need pwntools, pycryptodome, sympy, ... "
+            "cannot be solved in the sandbox")
         return [
             Requirement(name="cybench data", ok=ok, detail=detail),
             Requirement(name="bwrap sandbox", ok=bwrap_ok, detail=bwrap_detail),
-            Requirement(name="docker (optional)", ok=True, detail=docker_note),
+            Requirement(name="ctf toolchain (optional)", ok=True, detail=tools_note, present=tools.present),
+            Requirement(name="docker (optional)", ok=True, detail=docker_note, present=docker_ok),
         ]
 
     def recipes(self) -> dict[str, Recipe]:
@@ -270,7 +308,7 @@ class CybenchAdapter(BenchmarkAdapter):
             id=record.task_id,
             objective=record.agent_prompt(split, variant, work_dir=WORK_MOUNT),
             env_spec=EnvSpec(type="cybench_sandbox", capabilities=capabilities,
-                             config={"split": split, "variant": variant, "network": False,
+                             config={"split": split, "variant": variant, "network": record.needs_service,
                                      "target_hosts": list(record.target_hosts)}),
             success_criteria=criteria,
             metadata={"benchmark": "cybench", "split": split, "subset": subset, "variant": variant,
@@ -300,11 +338,13 @@ class CybenchAdapter(BenchmarkAdapter):
         reason = requires_unavailable_reason(record)
         if reason is not None:
             return TaskRuntime(workdir=workdir, unavailable=reason)
+        venv = resolve_toolchain(opts, load.data_dir)
         public = record.without_gold()
         runtime = CybenchRuntime(public, workdir / "task", variant=variant, python_path=opts.python_path,
-                                 command_timeout_seconds=opts.command_timeout)
+                                 command_timeout_seconds=opts.command_timeout, toolchain=venv)
         files: list[str] = []
         missing: list[str] = []
+        stack: ServiceStack | None = None
         if stage:
             try:
                 missing = [f"{r.kind}:{r.name}" for r in runtime.check_requirements().missing]
@@ -312,7 +352,16 @@ class CybenchAdapter(BenchmarkAdapter):
                     runtime.close()
                     return TaskRuntime(workdir=workdir, unavailable=missing_requirements_reason(missing))
                 files = runtime.prepare().files
+                plan = plan_for(record)
+                if plan is not None:  # service task: bring its containers up before the agent starts
+                    stack = ServiceStack(plan)
+                    try:
+                        runtime.hosts = stack.up()
+                    except ServiceStartError as exc:
+                        raise CybenchSetupError(f"{record.task_id}: services did not start: {exc}") from None
             except BaseException:
+                if stack is not None:
+                    stack.down()
                 runtime.close()
                 raise
         if split == "guided" and task.budget.max_steps is not None:
@@ -322,7 +371,8 @@ class CybenchAdapter(BenchmarkAdapter):
         env = CybenchEnv(public, runtime, split=split, files=files, gold=gold,
                          subtask_iterations=opts.subtask_iterations, include_hints=opts.hints)
         handles = {"cybench_task": public, "runtime": runtime, "split": split, "variant": variant, "options": opts,
-                   "oracle_root": workdir / "oracle", "missing_requirements": missing, "staged_files": files}
+                   "oracle_root": workdir / "oracle", "missing_requirements": missing, "staged_files": files,
+                   "toolchain": venv, "services": stack}
         return TaskRuntime(env=env, workdir=workdir, handles=handles)
 
     def evaluate(self, task: Task, result: RunResult, runtime: TaskRuntime) -> Evaluation:
@@ -345,7 +395,11 @@ class CybenchAdapter(BenchmarkAdapter):
             "category": record.categories[0] if record.categories else None, "difficulty": record.difficulty,
             "difficulty_name": record.difficulty_name, "subtasks": subtasks, "partial_credit": score.partial,
             "missing_requirements": runtime.handles["missing_requirements"],
+            "toolchain": str(runtime.handles["toolchain"]) if runtime.handles.get("toolchain") else None,
         }
+        stack = runtime.handles.get("services")
+        if stack is not None:
+            metadata["services"] = {"network": stack.network, "hosts": stack.hosts()}
         if split == "guided":
             metadata.update(subtask_score=score.subtask_score, guided_final_score=score.final_score)
             value = score.subtask_score
@@ -354,8 +408,13 @@ class CybenchAdapter(BenchmarkAdapter):
         return Evaluation(success=score.success, score=value, prediction=answers[-1], metadata=metadata)
 
     def cleanup(self, runtime: TaskRuntime) -> None:
-        if runtime.env is not None:
-            runtime.env.close()
+        try:
+            if runtime.env is not None:
+                runtime.env.close()
+        finally:
+            stack = runtime.handles.get("services")
+            if stack is not None:
+                stack.down()
 
     # -- aggregation -----------------------------------------------------------------------------
     def metrics(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -384,7 +443,8 @@ def _probe(report, check, record: CybenchTask, load: LoadOptions):
 
 def missing_requirements_reason(missing: list[str]) -> str:
     return (f"the sandbox lacks what this task's metadata/requirements.sh installs upstream: {', '.join(missing)}; "
-            "mount a Python with them with --option python_path=DIR (and install the CLI tools on the host)")
+            "install the CTF toolchain with `qit data fetch cybench --toolchain` (or mount a Python with them with "
+            "--option python_path=DIR), and install the CLI tools on the host")
 
 
 def agent_texts(run_dir: str | Path) -> list[str]:

@@ -12,15 +12,23 @@ layout in a fresh directory bound as the sandbox's writable ``/task``:
   files copied over it; this is the cwd.
 - ``/task/metadata/requirements.sh``: a stub that only says it was skipped; the real script
   installs packages and is never run (see ``requirements.py``).
-- ``/task/<entry>`` for every other top-level entry of the task directory: a symlink into the
-  task directory, which is bound read-only.
+- ``/task/<entry>`` for every other top-level entry of the task directory, and
+  ``/task/metadata/<entry>`` for the rest of ``metadata/`` (e.g. ``metadata/challenge``): symlinks
+  into the task directory, which is bound read-only.
+
+Service tasks: the solution reaches the services by their names (``hosts``). The two tasks with
+an empty ``target_host`` but a service in practice (diffecient, randsubware) have solutions that
+run the challenge program locally (``../../challenge/app/...``), so the oracle does not need their
+containers; run on its own, it starts services only for tasks with a ``target_host``.
 
 The flag is the last non-empty line of the solution's stdout (upstream compares that line with
-``metadata/solution/flag.txt``).
+``metadata/solution/flag.txt``). A line that is a Python bytes literal (``b'HTB{...}'``, as Primary
+Knowledge's solve.py prints and its flag.txt holds) is unwrapped: the flag inside is what counts.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,6 +42,8 @@ from qitos.benchmark.cybench.runtime import (
     requires_unavailable_reason,
 )
 from qitos.benchmark.cybench.scoring import exact_match
+from qitos.benchmark.cybench.services import plan_for
+from qitos.benchmark.cybench.stack import ServiceStack, ServiceStartError
 from qitos.benchmark.cybench.tasks import CybenchTask, Variant
 from qitos.benchmark.sandbox import WORK_MOUNT
 
@@ -67,6 +77,12 @@ class OracleResult(BaseModel):
         return f"Answer: {self.flag_output}" if self.flag_output else "Answer:"
 
 
+def unwrap_bytes_literal(line: str) -> str:
+    """`b'HTB{x}'` -> `HTB{x}`: a solution that prints Python bytes (Primary Knowledge) still yields the flag."""
+    match = re.fullmatch(r"b(['\"])(.*)\1", line)
+    return match.group(2) if match else line
+
+
 def solution_command(task: CybenchTask) -> str | None:
     """How to run the reference solution from metadata/solution, or None if there is none."""
     solution = task.task_dir / SOLUTION_SUBDIR
@@ -88,6 +104,9 @@ def _build_layout(task: CybenchTask, root: Path) -> None:
     for entry in task_dir.iterdir():
         if entry.name != "metadata" and not (root / entry.name).exists():
             (root / entry.name).symlink_to(entry)
+    for entry in (task_dir / "metadata").iterdir():  # e.g. randsubware's metadata/challenge (../challenge)
+        if not (root / "metadata" / entry.name).exists():
+            (root / "metadata" / entry.name).symlink_to(entry)
     make_writable(root)
 
 
@@ -98,11 +117,16 @@ def run_oracle(
     timeout_seconds: float = 300.0,
     python_path: Sequence[Path] = (),
     variant: Variant = "hard",
+    toolchain: Path | None = None,
+    hosts: dict[str, str] | None = None,
 ) -> OracleResult:
     """Stage `task` under `root` (emptied first), run its reference solution in the sandbox, score the flag.
 
     `python_path`: host folders of extra Python packages (e.g. `pip install --target DIR pycryptodome`),
-    mounted read-only on the sandbox's PYTHONPATH; the sandbox otherwise sees only the system python3.
+    mounted read-only on the sandbox's PYTHONPATH; `toolchain`: the CTF toolchain venv (toolchain.py),
+    first on the sandbox's PATH. Without either, the sandbox sees only the system python3.
+    `hosts`: the running services' addresses (stack.py); a service task run without them has its
+    services started here and removed afterwards.
     """
     reason = requires_unavailable_reason(task)
     command = solution_command(task)
@@ -111,8 +135,16 @@ def run_oracle(
     if reason is not None:
         return OracleResult(task_id=task.task_id, ran=False, skipped_reason=reason)
     assert command is not None
+    plan = plan_for(task) if task.target_hosts else None  # hidden-service tasks' solutions run the app locally
+    if plan is not None and hosts is None:  # a service task run on its own: bring its services up here
+        try:
+            with ServiceStack(plan) as stack:
+                return run_oracle(task, root, timeout_seconds=timeout_seconds, python_path=python_path,
+                                  variant=variant, toolchain=toolchain, hosts=stack.hosts())
+        except ServiceStartError as exc:
+            return OracleResult(task_id=task.task_id, ran=False, skipped_reason=f"services did not start: {exc}")
     gold = task.gold()
-    with CybenchRuntime(task, root, variant=variant, python_path=python_path,
+    with CybenchRuntime(task, root, variant=variant, python_path=python_path, toolchain=toolchain, hosts=hosts,
                         command_timeout_seconds=timeout_seconds, max_output_bytes=ORACLE_MAX_OUTPUT_BYTES) as runtime:
         missing = [f"{r.kind}:{r.name}" for r in runtime.check_requirements().missing]
         try:
@@ -124,7 +156,7 @@ def run_oracle(
         with runtime.sandbox(task_dir_visible=True, timeout_seconds=timeout_seconds) as box:
             result = box.run(full_command)
     lines = [line.strip() for line in result.stdout.splitlines() if line.strip()]
-    flag_output = lines[-1] if lines else None
+    flag_output = unwrap_bytes_literal(lines[-1]) if lines else None
     return OracleResult(
         task_id=task.task_id, ran=True, command=full_command, exit_code=result.exit_code,
         timed_out=result.timed_out, stdout=result.stdout, stderr=result.stderr,

@@ -11,10 +11,14 @@ The agent's sandbox does *not* see the task directory (it holds ``metadata/solut
 flag); it sees only ``/task`` and the read-only system. ``python`` is provided as an alias of
 ``python3`` (as in upstream's Kali image) through a small read-only shim directory on ``PATH``,
 and ``python_path`` directories (e.g. made with ``pip install --target DIR pycryptodome``) can be
-mounted read-only and put on ``PYTHONPATH`` to give the sandbox Python packages it lacks.
+mounted read-only and put on ``PYTHONPATH`` to give the sandbox Python packages it lacks. The
+CTF toolchain (``toolchain.py``: pwntools, pycryptodome, sympy, z3, ...) is a venv mounted
+read-only at its host path with its ``bin/`` first on ``PATH``.
 
-Service tasks (a ``target_host``, plus diffecient and randsubware) need containers on a shared
-network; ``requires_unavailable_reason`` says why such a task cannot run here.
+Service tasks (a ``target_host``, plus diffecient and randsubware) need their containers
+(``services.py`` plans them from the task's files, ``stack.py`` runs them); with ``hosts`` set the
+agent's sandbox shares the host network and resolves the service names to the containers.
+``requires_unavailable_reason`` says why such a task cannot run here (no Docker, or files missing).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from qitos.benchmark.cybench.requirements import RequirementsReport, check_in_sandbox, read_requirements
+from qitos.benchmark.cybench.services import plan_for
 from qitos.benchmark.cybench.tasks import CybenchTask, Variant
 from qitos.benchmark.sandbox import SANDBOX_PATH, WORK_MOUNT, BwrapSandbox, SandboxResult, remove_tree
 
@@ -84,9 +89,13 @@ def requires_unavailable_reason(task: CybenchTask) -> str | None:
     if service is None:
         return None
     docker_ok, docker_reason = docker_available()
-    if docker_ok:
-        return f"{task.task_id} {service}; {docker_reason}, but QitOS does not start CyBench services yet"
-    return f"{task.task_id} {service}; {docker_reason}"
+    if not docker_ok:
+        return f"{task.task_id} {service}; {docker_reason}"
+    plan = plan_for(task)
+    if plan is not None and not plan.runnable:
+        why = "; ".join(plan.missing) or "no service found in its files"
+        return f"{task.task_id} {service}; {docker_reason}, but this data copy cannot start them: {why}"
+    return None
 
 
 def make_writable(root: Path) -> None:
@@ -116,6 +125,8 @@ class CybenchRuntime:
         max_output_bytes: int = 20_000,
         network: bool = False,
         python_path: Sequence[Path] = (),
+        toolchain: Path | None = None,
+        hosts: dict[str, str] | None = None,
     ) -> None:
         self.task = task
         self.work_dir = Path(work_dir).resolve()
@@ -124,6 +135,10 @@ class CybenchRuntime:
         self.max_output_bytes = max_output_bytes
         self.network = network
         self.python_path = [Path(p).resolve() for p in python_path]
+        self.toolchain = Path(toolchain).resolve() if toolchain else None
+        self.hosts = dict(hosts or {})  # service name -> container address (see stack.py); network on when set
+        if self.toolchain is not None and not (self.toolchain / "bin" / "python3").exists():
+            raise ValueError(f"CybenchRuntime toolchain: {self.toolchain} is not a venv (no bin/python3)")
         for path in self.python_path:
             if not path.is_dir():
                 raise ValueError(f"CybenchRuntime python_path: {path} is not a directory")
@@ -144,16 +159,23 @@ class CybenchRuntime:
     # -- sandboxes ------------------------------------------------------------------------------
 
     def sandbox(self, work_dir: Path | None = None, *, task_dir_visible: bool = False,
-                timeout_seconds: float | None = None) -> BwrapSandbox:
-        """A new sandbox with this runtime's PATH shims and Python packages; caller closes it."""
+                timeout_seconds: float | None = None, services: bool = True) -> BwrapSandbox:
+        """A new sandbox with this runtime's PATH shims and Python packages; caller closes it.
+
+        With `hosts` set and `services` true, it shares the host network and resolves the service names.
+        """
         binds = [self._shims, *self.python_path] + ([self.task.task_dir.resolve()] if task_dir_visible else [])
         env = {"PATH": f"{self._shims}:{SANDBOX_PATH}"}
+        if self.toolchain is not None:  # the CTF toolchain venv (toolchain.py) comes first on PATH
+            binds.append(self.toolchain)
+            env.update(PATH=f"{self.toolchain / 'bin'}:{env['PATH']}", VIRTUAL_ENV=str(self.toolchain))
         if self.python_path:
             env["PYTHONPATH"] = os.pathsep.join(str(p) for p in self.python_path)
+        hosts = self.hosts if services else {}
         return BwrapSandbox(
-            work_dir or self.work_dir, network=self.network,
+            work_dir or self.work_dir, network=self.network or bool(hosts),
             timeout_seconds=timeout_seconds or self.command_timeout_seconds,
-            max_output_bytes=self.max_output_bytes, ro_binds=binds, env=env,
+            max_output_bytes=self.max_output_bytes, ro_binds=binds, env=env, hosts=hosts,
         )
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -178,7 +200,7 @@ class CybenchRuntime:
             f"bash ./init_script.sh {shlex.quote(inside)} {'true' if self.variant == 'easy' else 'false'}"
         )
         start = time.monotonic()
-        with self.sandbox(task_dir_visible=True, timeout_seconds=INIT_TIMEOUT_SECONDS) as box:
+        with self.sandbox(task_dir_visible=True, timeout_seconds=INIT_TIMEOUT_SECONDS, services=False) as box:
             result = box.run(command)
         output = (result.stdout + result.stderr).strip()
         if result.exit_code != 0:
@@ -202,7 +224,8 @@ class CybenchRuntime:
     def check_requirements(self) -> RequirementsReport:
         """Parse metadata/requirements.sh (never run it) and check each entry inside the sandbox."""
         report = read_requirements(self.task.task_id, self.task.task_dir)
-        with self.sandbox(Path(tempfile.mkdtemp(prefix="qitos-cybench-req-")), timeout_seconds=60) as box:
+        with self.sandbox(Path(tempfile.mkdtemp(prefix="qitos-cybench-req-")), timeout_seconds=60,
+                          services=False) as box:
             try:
                 return check_in_sandbox(report, box)
             finally:
