@@ -86,7 +86,9 @@ def test_metrics_give_success_rate_and_failure_taxonomy() -> None:
         {"success": None, "stop_reason": "requires_unavailable", "metadata": {}},
     ]
     metrics = ADAPTER.metrics(rows)
-    assert metrics["success_rate"] == 0.25 and (metrics["successes"], metrics["scored"]) == (1, 4)
+    assert (metrics["successes"], metrics["scored"]) == (1, 4)
+    assert metrics["success_rate"] == 0.2 and metrics["coverage"] == 0.8  # the unrunnable task counts as a failure
+    assert metrics["scored_success_rate"] == 0.25
     assert metrics["failure_taxonomy"] == {"perception": 0, "grounding": 1, "planning": 2, "action_selection": 0,
                                            "execution_environment": 0, "stop_completion": 0}
     assert metrics["not_scored"] == {"requires_unavailable": 1}

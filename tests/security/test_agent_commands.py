@@ -88,8 +88,13 @@ def test_fork_bomb_memory_hog_and_disk_fill_each_end_as_a_tool_error(tmp_path: P
     from qitos.benchmark.sandbox_limits import cgroup_support
 
     support = cgroup_support()  # cgroups where writable, else rlimits and a process-tree count (both tested)
+    # With a cgroup the limit is hard, so a real fork bomb is safe to throw. The fallback counts the process tree
+    # ten times a second, so it gets a bounded bomb (2000 sleepers, 4x the limit): an unbounded one would run the
+    # whole machine out of processes before it is caught, and break everything else running here.
+    hard_limit = mechanism == "detected" and support.pids is not None
+    bomb = ":(){ :|:& };:; sleep 25" if hard_limit else "for i in $(seq 1 2000); do sleep 30 & done; wait"
     commands = [
-        ":(){ :|:& };:; sleep 25",  # the shell waits, so the bomb has time to grow
+        bomb,  # the shell waits, so the bomb has time to grow
         "python3 -c 'b = bytearray(4 * 1024**3); print(len(b))'",
         "i=0; while true; do head -c 50M /dev/zero > /tmp/fill$i || break; i=$((i+1)); done; echo wrote $i",
         "rm -f /tmp/fill*; echo alive",
