@@ -155,3 +155,18 @@ class ResultsFile:
             os.fsync(fh.fileno())
         os.replace(tmp, self.path)
         return dropped
+
+
+def trace_run_spec(rows: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+    """The RunSpec (as JSON) in the first readable trace manifest the rows point at; None when none is readable."""
+    for row in rows:
+        run_dir = row.get("trace_run_dir")
+        if not run_dir:
+            continue
+        try:
+            manifest = json.loads((Path(run_dir) / "manifest.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(manifest.get("run_spec"), dict):
+            return manifest["run_spec"]
+    return None

@@ -25,7 +25,7 @@ from .errors import BenchmarkUsageError
 from .executors import connect_ray, run_local, run_ray
 from .job import JobContext, batch_model_provider, prepared_task, resolve_recipe
 from .registry import canonical_name, get_adapter
-from .results import NOT_DONE_REASONS, BenchmarkRunResult, ResultsFile
+from .results import NOT_DONE_REASONS, BenchmarkRunResult, ResultsFile, trace_run_spec
 from .workers import run_workers
 
 
@@ -116,21 +116,11 @@ def auto_workers(cfg: RunConfig) -> int:
 
 
 def _what_changed(existing: list[dict], spec: RunSpec) -> list[str]:
-    """What differs between this run's RunSpec and the one in the trace of the file's last row."""
-    import json
-
+    """What differs between this run's RunSpec and the one in the trace of the file's last rows."""
     from qitos.spec.run_spec import spec_differences
 
-    for row in reversed(existing):
-        run_dir = row.get("trace_run_dir")
-        if not run_dir:
-            continue
-        try:
-            old = json.loads((Path(run_dir) / "manifest.json").read_text(encoding="utf-8")).get("run_spec") or {}
-        except (OSError, ValueError):
-            continue
-        return spec_differences(old, spec.model_dump(mode="json"))
-    return []
+    old = trace_run_spec(reversed(existing))
+    return spec_differences(old, spec.model_dump(mode="json")) if old is not None else []
 
 
 def _check_workers(cfg: RunConfig) -> None:

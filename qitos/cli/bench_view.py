@@ -122,15 +122,10 @@ CONFIG_KEYS = ("model_name", "base_url_host", "recipe", "temperature", "max_toke
 def describe_configuration(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The settings of a group's configuration, from the RunSpec in its first readable trace manifest."""
     from qitos.benchmark.metrics import row_description
+    from qitos.benchmark.results import trace_run_spec
 
-    for row in rows[:5]:
-        run_dir = row.get("trace_run_dir")
-        if not run_dir:
-            continue
-        try:
-            spec = json.loads((Path(run_dir) / "manifest.json").read_text(encoding="utf-8")).get("run_spec") or {}
-        except (OSError, ValueError):
-            continue
+    spec = trace_run_spec(rows[:5])
+    if spec is not None:
         meta, gen, budget = spec.get("metadata") or {}, spec.get("generation") or {}, spec.get("budget") or {}
         code = spec.get("agent_code") or {}
         flat = {"model_name": spec.get("model_name"), "base_url_host": spec.get("base_url_host"),
