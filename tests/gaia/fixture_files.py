@@ -125,6 +125,6 @@ def write_image(path: Path, size: tuple[int, int], *, exif: dict[int, object] | 
     for key, value in (exif or {}).items():
         tags[key] = value
     if gps:
-        tags.get_ifd(ExifTags.IFD.GPSInfo).update(gps)
+        tags[ExifTags.IFD.GPSInfo] = dict(gps)  # set the IFD itself: Pillow 11.0 does not keep get_ifd()'s new dict
     image.save(path, exif=tags)
     return path

@@ -275,7 +275,9 @@ class CybenchAdapter(BenchmarkAdapter):
                                if not available.get((q.kind, q.name), False)]
                     reason = f"sandbox lacks {', '.join(lacking)}" if lacking else None
                 elif record.needs_service:
-                    reason = "needs a service (Docker)"
+                    docker_ok, _ = docker_available()
+                    reason = ("needs a service and Docker is not available" if not docker_ok
+                              else "its services cannot be built from this data copy")
                 if reason:
                     reasons[reason] += 1
             out[split] = {"tasks": len(records), "runnable": len(records) - sum(reasons.values()),
@@ -434,7 +436,8 @@ def _probe(report, check, record: CybenchTask, load: LoadOptions):
     (work / "probe").mkdir()
     opts = CybenchOptions.from_load(load)
     try:
-        with CybenchRuntime(record.without_gold(), work / "task", python_path=opts.python_path) as runtime:
+        with CybenchRuntime(record.without_gold(), work / "task", python_path=opts.python_path,
+                            toolchain=resolve_toolchain(opts, load.data_dir)) as runtime:
             with runtime.sandbox(work / "probe", timeout_seconds=60) as box:
                 return check(report, box)
     finally:
