@@ -11,7 +11,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 $(VENV)/.installed-local: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[local]'
+	$(BIN)/pip install -q -e '.[local,board]'
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
