@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from osworld_fake_controller import FakeController, png_bytes
-from osworld_vm_controller import VMController, png
+from osworld_vm_controller import png
 
 from qitos.benchmark.osworld import (
     Computer13Action,
@@ -24,7 +24,6 @@ from qitos.benchmark.osworld import (
     action_command,
     discover_provider,
     evaluate,
-    load_evaluators,
     load_tasks,
     readiness,
     run_setup,
@@ -193,19 +192,6 @@ def test_actions_run_through_execute(fake, provider) -> None:
     assert sent[0].endswith("pyautogui.click(x=5, y=6, button='left', clicks=1)")
     assert sent[1].endswith("pyautogui.press('tab')")
     assert provider.screenshot() == png_bytes()
-
-
-@pytest.fixture(scope="module")
-def upstream(osworld_data: Path):
-    return load_evaluators(osworld_data)
-
-
-@pytest.fixture
-def vm(tmp_path: Path):
-    with VMController(tmp_path / "vm") as controller:
-        provider = ControllerProvider(ControllerClient(controller.url, timeout=30), sleep=lambda s: None)
-        yield controller, provider
-        provider.close()
 
 
 def test_upstream_getters_through_the_controller(upstream, vm) -> None:

@@ -13,8 +13,6 @@ import pytest
 from osworld_vm_controller import VMController
 
 from qitos.benchmark.osworld import OSWorldTask, evaluate, load_evaluators
-from qitos.benchmark.osworld.controller import ControllerClient
-from qitos.benchmark.osworld.provider import ControllerProvider
 
 
 def task(evaluator: dict[str, Any]) -> OSWorldTask:
@@ -28,19 +26,6 @@ def echo(text: str) -> dict[str, Any]:
 
 def rule(value: Any) -> dict[str, Any]:
     return {"type": "rule", "rules": {"expected": value}}
-
-
-@pytest.fixture(scope="module")
-def upstream(osworld_data: Path):
-    return load_evaluators(osworld_data)
-
-
-@pytest.fixture
-def vm(tmp_path: Path):
-    with VMController(tmp_path / "vm") as controller:
-        provider = ControllerProvider(ControllerClient(controller.url), sleep=lambda s: None)
-        yield controller, provider
-        provider.close()
 
 
 def executed(controller: VMController) -> list[Any]:

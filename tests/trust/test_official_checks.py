@@ -68,6 +68,16 @@ def _git(*args: str, cwd: Path) -> None:
                         "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"})
 
 
+def _committed_repo(repo: Path, files: dict[str, str]) -> Path:
+    repo.mkdir()
+    for name, text in files.items():
+        (repo / name).write_text(text)
+    _git("init", "-q", cwd=repo)
+    _git("add", ".", cwd=repo)
+    _git("commit", "-qm", "first", cwd=repo)
+    return repo
+
+
 def _runner_identity(tmp_path: Path, name: str) -> dict:
     sys.path.insert(0, str(tmp_path))
     try:
@@ -86,12 +96,7 @@ def test_code_identified_by_the_runner_file_and_its_repository(tmp_path: Path) -
     passed = check_code_identified(RunSpec(**{**GOOD, "agent_code": code}))
     assert passed.passed and "not in a git repository" in passed.detail  # a run outside any repo can be official
 
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "agent_repo.py").write_text("def build(ctx): ...\n")
-    _git("init", "-q", cwd=repo)
-    _git("add", ".", cwd=repo)
-    _git("commit", "-qm", "agent", cwd=repo)
+    repo = _committed_repo(tmp_path / "repo", {"agent_repo.py": "def build(ctx): ...\n"})
     clean = _runner_identity(repo, "agent_repo")
     assert clean["repo_commit"] and clean["repo_dirty"] is False
     assert check_code_identified(RunSpec(**{**GOOD, "agent_code": clean})).passed
@@ -104,12 +109,7 @@ def test_code_identified_by_the_runner_file_and_its_repository(tmp_path: Path) -
 
 
 def test_an_untracked_runner_in_a_repository_is_not_identified(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "README").write_text("x\n")
-    _git("init", "-q", cwd=repo)
-    _git("add", ".", cwd=repo)
-    _git("commit", "-qm", "first", cwd=repo)
+    repo = _committed_repo(tmp_path / "repo", {"README": "x\n"})
     (repo / "agent_new.py").write_text("def build(ctx): ...\n")
     assert _runner_identity(repo, "agent_new")["repo_dirty"] is True
 
