@@ -167,6 +167,10 @@ def test_step_budget_ends_the_episode(tmp_path: Path) -> None:
 
 def test_closing_the_main_window_is_the_agents_doing(tmp_path: Path) -> None:
     def close_main(env: DesktopEnv) -> None:
+        # under load the first snapshot read can land before the app republishes it (CI saw one empty read)
+        deadline = time.monotonic() + 10
+        while not any(w.name == "main:text" for w in env.snapshot().widgets) and time.monotonic() < deadline:
+            time.sleep(0.1)
         env.step(click(env.snapshot(), "main:text"))
         env.step({"action_type": "HOTKEY", "keys": ["alt", "f4"]})
         assert env.observe().widgets_text == "(app 'windows' shows no windows)"
