@@ -13,6 +13,7 @@ import io
 import os
 import tarfile
 import tempfile
+import threading
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -27,37 +28,41 @@ OnResult = Callable[[Task, int, BenchmarkRunResult | None], None]
 def run_local(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: int, on_result: OnResult) -> None:
     """Run jobs with at most `concurrency` in flight; Ctrl-C cancels in-flight jobs cleanly.
 
-    Each worker reports its own row (`on_result` is thread-safe), so the durable appends of
-    rows finishing together share one disk flush instead of queueing behind the main thread.
+    Each of `concurrency` threads takes its next job itself as soon as its last one is recorded: no
+    round trip through a dispatcher thread, which under a busy interpreter lock left a slot idle for
+    tens of milliseconds between runs. Each thread reports its own row (`on_result` is thread-safe),
+    so the durable appends of rows finishing together share one disk flush.
     """
     pending = iter(jobs)
+    take = threading.Lock()  # one thread at a time advances the job iterator (it may block on a queue)
+    failed = threading.Event()  # a slot raised: the others finish their runs but take no new ones
 
-    def work(task: Task, trial: int) -> None:
-        on_result(task, trial, run_job(ctx, task, trial))
+    def next_job() -> tuple[Task, int] | None:
+        with take:
+            if failed.is_set() or ctx.cancel_event.is_set():
+                return None
+            return next(pending, None)
+
+    def slot() -> None:
+        try:
+            while (job := next_job()) is not None:
+                task, trial = job
+                on_result(task, trial, run_job(ctx, task, trial))
+        except BaseException:
+            failed.set()
+            raise
 
     with cf.ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="qitos-job") as pool:
-        in_flight: set[cf.Future] = set()
-
-        def fill() -> None:
-            while len(in_flight) < concurrency and not ctx.cancel_event.is_set():
-                try:
-                    task, trial = next(pending)
-                except StopIteration:
-                    return
-                in_flight.add(pool.submit(work, task, trial))
-
+        slots = [pool.submit(slot) for _ in range(max(1, concurrency))]
         try:
-            fill()
-            while in_flight:
-                done, _ = cf.wait(in_flight, timeout=0.25, return_when=cf.FIRST_COMPLETED)
-                for future in done:
-                    in_flight.discard(future)
-                    future.result()
-                fill()
+            while not all(s.done() for s in slots):
+                cf.wait(slots, timeout=0.25)  # a timeout keeps the main thread responsive to Ctrl-C
+            for s in slots:
+                s.result()  # the first failure (e.g. a row that could not be written) is raised here
         except KeyboardInterrupt:
             ctx.cancel_event.set()
-            for future in list(in_flight):
-                future.result()  # engines see the event and finalize their traces as cancelled
+            for s in slots:
+                s.result()  # engines see the event and finalize their traces as cancelled
             raise
 
 

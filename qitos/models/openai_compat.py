@@ -27,6 +27,10 @@ _LOOPBACK = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
 _BEARER_AUTH: dict[str, Any] = {"security": {"bearer_auth": True}}  # as chat.completions.create sends it
 
 
+class _BadReply(ValueError):
+    """The endpoint answered 200 with something that is not a chat completion (not retried)."""
+
+
 def _status(exc: BaseException) -> int | None:
     return getattr(exc, "status_code", None)
 
@@ -88,7 +92,6 @@ class OpenAICompatModel:
         self.request_timeout = request_timeout
         self.price_table = price_table
         self._client = None
-        self._completion_type: Any = None
 
     def preflight(self, timeout: float = 3.0) -> None:
         """Fail fast with a clear message when nothing listens at the base URL; build the client once, up front."""
@@ -100,6 +103,8 @@ class OpenAICompatModel:
         self._get_client()
 
     def _get_client(self):
+        if self._client is not None:
+            return self._client
         with _CLIENT_LOCK:  # one client (one connection pool) per model, even when many threads start at once
             return self._make_client()
 
@@ -107,22 +112,28 @@ class OpenAICompatModel:
         if self._client is None:
             import openai
 
-            from openai.types.chat import ChatCompletion
-
-            self._completion_type = ChatCompletion
             self._client = openai.OpenAI(base_url=self.base_url, api_key=os.environ.get(self.api_key_env) or "EMPTY",
                                          max_retries=0, timeout=self.request_timeout)
         return self._client
 
-    def _create(self, request: dict[str, Any]) -> Any:
-        """POST /chat/completions through the SDK (auth, errors, typed response) with the body as it is.
+    def _create(self, request: dict[str, Any]) -> dict[str, Any]:
+        """POST /chat/completions through the SDK (auth, status errors) and return the provider's JSON as is.
 
         `chat.completions.create(**request)` first walks every message and tool through the SDK's TypedDict
-        transform (typing introspection per field: about 1.6 ms a request here, more than the rest of a step).
-        Our request is plain JSON already, so the SDK's documented `post` for raw endpoints sends it unchanged.
+        transform (typing introspection per field: about 1.6 ms a request here, more than the rest of a step),
+        and its typed `ChatCompletion` would only be converted into our ModelResponse again. Our request is
+        plain JSON already, so the SDK's documented `post` for raw endpoints sends it unchanged, and the body
+        comes back as text for one `json.loads`.
         """
-        client = self._get_client()
-        return client.post("/chat/completions", body=request, cast_to=self._completion_type, options=_BEARER_AUTH)
+        text = self._get_client().post("/chat/completions", body=request, cast_to=str, options=_BEARER_AUTH)
+        try:
+            body = json.loads(text)
+        except json.JSONDecodeError:
+            raise _BadReply(f"the server did not answer with JSON ({text[:120]!r}); is --base-url the "
+                            "OpenAI-compatible API root (usually ending in /v1)?") from None
+        if not isinstance(body, dict) or not isinstance(body.get("choices"), list) or not body["choices"]:
+            raise _BadReply(f"the reply has no choices: {text[:300]}")
+        return body
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *,
                  on_event: EventSink | None = None, **params: Any) -> ModelResponse:
@@ -158,6 +169,8 @@ class OpenAICompatModel:
             last = exc.last_attempt.exception()
             raise ModelError(f"model '{self.name}' at {self.base_url} failed after {self.max_retries + 1} attempts: "
                              f"{type(last).__name__}: {str(last)[:300]}") from None
+        except _BadReply as exc:
+            raise ModelError(f"model '{self.name}' at {self.base_url}: {exc}") from None
         except Exception as exc:
             if _status(exc) in (401, 403):
                 raise ModelError(f"model '{self.name}' at {self.base_url} refused the API key from "
@@ -167,27 +180,29 @@ class OpenAICompatModel:
             raise ModelError(f"model '{self.name}' at {self.base_url}: {type(exc).__name__}: {str(exc)[:300]}") from None
         raise ModelError("unreachable")  # pragma: no cover
 
-    def _to_response(self, raw: Any, latency: float, attempt: int) -> ModelResponse:
-        choice = raw.choices[0]
-        message = choice.message
+    def _to_response(self, raw: dict[str, Any], latency: float, attempt: int) -> ModelResponse:
+        choice = raw["choices"][0] if isinstance(raw["choices"][0], dict) else {}
+        message = choice.get("message") or {}
         calls: list[ToolCall] = []
-        for call in message.tool_calls or []:
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            arguments = function.get("arguments")
             try:
-                args = json.loads(call.function.arguments or "{}")
+                args = json.loads(arguments or "{}") if isinstance(arguments, str) else arguments
                 if not isinstance(args, dict):
-                    args = {"__raw__": call.function.arguments}
+                    args = {"__raw__": arguments}
             except json.JSONDecodeError:
-                args = {"__raw__": call.function.arguments}
-            calls.append(ToolCall(id=call.id, name=call.function.name, arguments=args))
-        u = raw.usage
-        details = getattr(u, "prompt_tokens_details", None) if u else None
+                args = {"__raw__": arguments}
+            calls.append(ToolCall(id=call.get("id") or "", name=function.get("name") or "", arguments=args))
+        u = raw.get("usage") or {}
+        details = u.get("prompt_tokens_details") or {}
         usage = Usage(
-            prompt_tokens=getattr(u, "prompt_tokens", 0) or 0, completion_tokens=getattr(u, "completion_tokens", 0) or 0,
-            total_tokens=getattr(u, "total_tokens", 0) or 0, cached_tokens=getattr(details, "cached_tokens", 0) or 0,
+            prompt_tokens=u.get("prompt_tokens") or 0, completion_tokens=u.get("completion_tokens") or 0,
+            total_tokens=u.get("total_tokens") or 0, cached_tokens=details.get("cached_tokens") or 0,
         )
-        model_id = raw.model or self.name
+        model_id = raw.get("model") or self.name
         return ModelResponse(
-            text=message.content, tool_calls=calls, usage=usage, cost=cost_of(model_id, usage, self.price_table),
-            latency_seconds=round(latency, 6), model=model_id, finish_reason=choice.finish_reason, attempt=attempt,
-            raw=raw.model_dump() if hasattr(raw, "model_dump") else None,
+            text=message.get("content"), tool_calls=calls, usage=usage, cost=cost_of(model_id, usage, self.price_table),
+            latency_seconds=round(latency, 6), model=model_id, finish_reason=choice.get("finish_reason"),
+            attempt=attempt, raw=raw,
         )

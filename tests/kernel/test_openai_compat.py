@@ -8,7 +8,7 @@ from qitos.core import AgentModule, Engine, NativeToolsParser, StopReason, Task,
 from qitos.models.base import ModelConfigError, ModelError
 from qitos.models.openai_compat import OpenAICompatModel
 from qitos.trace import load_run
-from tests.support.openai_server import Fail, OpenAIServer, Reply
+from tests.support.openai_server import Fail, OpenAIServer, Raw, Reply
 
 CANARY = "sk-canary-0123456789abcdef"
 
@@ -110,6 +110,16 @@ def test_malformed_tool_arguments_reach_the_parser(server, key):
     resp = model(server, key).complete([{"role": "user", "content": "x"}])
     parsed = NativeToolsParser().parse(resp)
     assert not parsed.ok and "not valid JSON" in parsed.diagnostics[0]
+
+
+def test_replies_that_are_not_chat_completions_are_one_clear_error(server, key):
+    server.queue.append(Raw("<html>welcome to nginx</html>"))
+    with pytest.raises(ModelError, match=r"did not answer with JSON .*is --base-url the OpenAI-compatible API root"):
+        model(server, key).complete([{"role": "user", "content": "hi"}])
+    server.queue.append(Raw(json.dumps({"object": "error", "message": "overloaded"}), content_type="application/json"))
+    with pytest.raises(ModelError, match=r"the reply has no choices: .*overloaded"):
+        model(server, key).complete([{"role": "user", "content": "hi"}])
+    assert len(server.requests) == 2  # neither is retried: the server answered, just not with a completion
 
 
 def test_config_errors(monkeypatch):

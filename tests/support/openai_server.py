@@ -19,7 +19,7 @@ from typing import Any, Callable
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 
@@ -38,6 +38,15 @@ class Fail:
     status: int
     headers: dict[str, str] = field(default_factory=dict)
     message: str = "scripted failure"
+
+
+@dataclass
+class Raw:
+    """A reply that is not a chat completion: any status, body and content type."""
+
+    body: str
+    status: int = 200
+    content_type: str = "text/html"
 
 
 def free_port() -> int:
@@ -67,7 +76,7 @@ def completion_body(reply: Reply, model: str) -> dict[str, Any]:
 
 class OpenAIServer:
     def __init__(self, default: Callable[[dict[str, Any]], Reply] | None = None, latency_seconds: float = 0.0) -> None:
-        self.queue: deque[Reply | Fail] = deque()
+        self.queue: deque[Reply | Fail | Raw] = deque()
         self.default = default or (lambda body: Reply(text="Final Answer: ok"))
         self.latency_seconds = latency_seconds
         self.requests: list[dict[str, Any]] = []
@@ -84,6 +93,8 @@ class OpenAIServer:
         if self.latency_seconds:
             await asyncio.sleep(self.latency_seconds)
         item = self.queue.popleft() if self.queue else self.default(body)
+        if isinstance(item, Raw):
+            return Response(item.body, status_code=item.status, media_type=item.content_type)
         if isinstance(item, Fail):
             return JSONResponse({"error": {"message": item.message, "type": "scripted"}}, status_code=item.status,
                                 headers=item.headers)
