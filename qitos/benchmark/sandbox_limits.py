@@ -26,12 +26,18 @@ import os
 import re
 import signal
 import stat
+import threading
 import time
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 GIB = 1 << 30
+# RLIMIT_DATA counts address space a process reserves, not only what it uses: JIT engines reserve their code
+# buffer up front (unicorn, which pwntools loads, takes about 1 GiB), so the rlimit fallback allows up to this
+# much beyond the memory limit (never more than the limit itself again). A cgroup, when there is one, limits
+# what is really used.
+DATA_RESERVE_BYTES = 1 * GIB
 _CGROUP_ROOT = Path("/sys/fs/cgroup")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.I)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -77,11 +83,16 @@ class SandboxLimits(BaseModel):
             raise ValueError(f"sandbox limits from {', '.join(ENV_VARIABLES.values())}: "
                              f"{' '.join(first[1:3]) if len(first) > 2 else exc}") from None
 
+    @property
+    def data_rlimit_bytes(self) -> int:
+        """RLIMIT_DATA of the fallback: the memory limit plus room for reserved address space."""
+        return self.memory_bytes + min(DATA_RESERVE_BYTES, self.memory_bytes)
+
     def ulimit_script(self, cgroup: CgroupSupport) -> str:
         """Shell lines setting the rlimits in the sandbox (hard and soft, so the command cannot raise them)."""
         lines = [f"ulimit -H -S -f {max(1, self.file_size_bytes // 1024)}"]
         if not cgroup.memory:
-            lines.append(f"ulimit -H -S -d {max(1, self.memory_bytes // 1024)}")
+            lines.append(f"ulimit -H -S -d {max(1, self.data_rlimit_bytes // 1024)}")
         if not cgroup.pids:
             lines.append(f"ulimit -H -S -u {self.max_processes}")
         return " && ".join(lines)
@@ -99,7 +110,7 @@ class CgroupSupport(BaseModel):
         parts.append(f"processes: cgroup v{self.version} pids.max" if self.pids else
                      "processes: RLIMIT_NPROC (the kernel skips it for root) and a process-tree count")
         parts.append(f"memory: cgroup v{self.version} memory limit" if self.memory else
-                     "memory: RLIMIT_DATA per process")
+                     "memory: RLIMIT_DATA per process (the limit plus up to 1 GiB of reserved address space)")
         return "; ".join(parts)
 
 
@@ -117,7 +128,8 @@ def _own_paths() -> dict[str, str]:
 
 def _try_child(parent: Path, needed: str) -> bool:
     """Can we make a child cgroup under `parent` that has `needed` (a control file name)?"""
-    probe = parent / f"qitos-probe-{os.getpid()}"
+    # unique per call: a name shared by two probes (threads, or a reused pid's leftover) made one fail
+    probe = parent / f"qitos-probe-{os.getpid()}-{threading.get_ident()}-{time.monotonic_ns()}"
     try:
         probe.mkdir()
     except OSError:
@@ -131,9 +143,23 @@ def _try_child(parent: Path, needed: str) -> bool:
             pass
 
 
-@functools.lru_cache(maxsize=1)
+_PROBE_LOCK = threading.Lock()
+if hasattr(os, "register_at_fork"):  # a worker forked while another thread probed must not inherit a held lock
+    os.register_at_fork(after_in_child=lambda: globals().update(_PROBE_LOCK=threading.Lock()))
+
+
 def cgroup_support() -> CgroupSupport:
-    """Probe once per process which cgroup controllers we may use for sandboxed commands."""
+    """Probe once per process which cgroup controllers we may use for sandboxed commands.
+
+    Commands start on many threads at once; the first probe holds the lock, so every command sees the same
+    answer (two racing probes once left one command with the rlimit fallback while its neighbours had cgroups).
+    """
+    with _PROBE_LOCK:
+        return _probe_cgroups()
+
+
+@functools.lru_cache(maxsize=1)
+def _probe_cgroups() -> CgroupSupport:
     if os.environ.get("QITOS_SANDBOX_NO_CGROUP") == "1":  # forces the rlimit fallback (tests, debugging)
         return CgroupSupport()
     own = _own_paths()

@@ -78,5 +78,6 @@ def test_rlimit_fallback_without_cgroups(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert "memory: RLIMIT_DATA per process" in lines[0] and "process-tree count" in lines[0]
-    assert lines[1] == "hog None memory True True" and lines[2] == str(256 << 10)
+    # RLIMIT_DATA leaves room for reserved address space (JIT buffers): twice the limit when it is small
+    assert lines[1] == "hog None memory True True" and lines[2] == str(512 << 10)
     assert lines[3] == "bomb None processes True True" and lines[4] == "alive"
