@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from qitos.benchmark.cybench.oracle import run_oracle
-from qitos.benchmark.cybench.services import compose_file_for, plan_for
-from qitos.benchmark.cybench.stack import LABEL, ServiceStack, remove_stale, running_containers
+from qitos.benchmark.cybench.services import ServiceSpec, compose_file_for, plan_for
+from qitos.benchmark.cybench.stack import LABEL, ServiceStack, images_missing_locally, remove_stale, running_containers
 from qitos.benchmark.cybench.tasks import load_task, load_tasks
 from qitos.benchmark.sandbox import BwrapSandbox
 from tests.conftest import require_system
@@ -122,6 +122,18 @@ def test_plan_matches_the_task_files(service_tasks, name: str) -> None:
                 f"{p.host}:{p.container}" for p in service.ports]
 
 
+def test_base_images_are_read_from_each_dockerfile(service_tasks, tmp_path: Path) -> None:
+    for task in service_tasks.values():
+        plan = plan_for(task)
+        for service in plan.services if plan.runnable else []:
+            dockerfile = (service.build_context / service.dockerfile).read_text()
+            froms = [line.split()[1] for line in dockerfile.splitlines() if line.strip().upper().startswith("FROM ")]
+            assert service.base_images() and set(service.base_images()) <= set(froms), (task.name, froms)
+    (tmp_path / "Dockerfile").write_text("ARG V=3\nFROM --platform=linux/amd64 python:3.11-slim AS build\n"
+                                         "FROM build\nfrom scratch\nFROM debian:${V}\nFROM alpine:3.19 as final\n")
+    assert ServiceSpec(name="s", build_context=tmp_path).base_images() == ["python:3.11-slim", "alpine:3.19"]
+
+
 # -- on Docker ---------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -135,6 +147,16 @@ def fixture_task():
 def _ours() -> list[str]:
     return subprocess.run(["docker", "ps", "-a", "--filter", f"label={LABEL}", "--format", "{{.Names}}"],
                           capture_output=True, text=True, check=True).stdout.split()
+
+
+def test_bench_list_counts_a_service_task_only_when_its_base_images_are_local(fixture_task) -> None:
+    from qitos.benchmark.cybench.adapter import _base_images_reason
+
+    assert images_missing_locally(["qitos-test/busybox:1.35", "qitos-test/never-built:0"]) == ["qitos-test/never-built:0"]
+    pulled: dict[str, bool] = {}
+    assert _base_images_reason(fixture_task, pulled) is None and pulled == {"qitos-test/busybox:1.35": True}
+    pulled["qitos-test/busybox:1.35"] = False  # as if the image were not in the engine
+    assert "base images are not in the local Docker engine" in _base_images_reason(fixture_task, pulled)
 
 
 def test_stack_starts_services_by_their_names_and_removes_them(fixture_task, tmp_path: Path) -> None:

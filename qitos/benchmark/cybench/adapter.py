@@ -196,6 +196,22 @@ def max_subtasks(root: str, split: Split) -> int:
     return max(len(t.subtasks) for t in load_tasks(Path(root), split))
 
 
+def _base_images_reason(record: CybenchTask, pulled: dict[str, bool]) -> str | None:
+    """Why a service task cannot start right now: base images its builds need that Docker does not hold.
+
+    Only the local engine is asked (`pulled` caches its answers across tasks). A machine that reaches a
+    registry gets them at the first run; `qit bench list` counts what runs here as things stand."""
+    from qitos.benchmark.cybench.stack import images_missing_locally
+
+    plan = plan_for(record)
+    images = [i for service in (plan.services if plan else []) for i in service.base_images()]
+    unknown = [i for i in dict.fromkeys(images) if i not in pulled]
+    missing = set(images_missing_locally(unknown))
+    pulled.update({i: i not in missing for i in unknown})
+    return ("its base images are not in the local Docker engine (docker pull them, or run where a registry is "
+            "reachable)") if any(not pulled[i] for i in images) else None
+
+
 class CybenchAdapter(BenchmarkAdapter):
     name = "cybench"
     description = "CyBench: 40 professional CTF tasks in a bwrap sandbox, unguided or subtask-guided"
@@ -256,6 +272,7 @@ class CybenchAdapter(BenchmarkAdapter):
         root = data_root(load)
         out: dict[str, dict[str, Any]] = {}
         available: dict[tuple[str, str], bool | None] = {}  # (kind, name) -> present in the sandbox
+        pulled: dict[str, bool] = {}  # base image -> present in the local Docker engine
         for split in ("unguided", "guided"):
             try:
                 records = load_tasks(root, split)
@@ -270,14 +287,16 @@ class CybenchAdapter(BenchmarkAdapter):
             reasons: Counter = Counter()
             for record in records:
                 reason = requires_unavailable_reason(record)
+                if reason is not None and record.needs_service:
+                    docker_ok, _ = docker_available()
+                    reason = ("needs a service and Docker is not available" if not docker_ok
+                              else "its services cannot be built from this data copy")
+                if reason is None and record.needs_service:
+                    reason = _base_images_reason(record, pulled)
                 if reason is None:
                     lacking = [f"{q.kind}:{q.name}" for q in reports[record.task_id].requirements
                                if not available.get((q.kind, q.name), False)]
                     reason = f"sandbox lacks {', '.join(lacking)}" if lacking else None
-                elif record.needs_service:
-                    docker_ok, _ = docker_available()
-                    reason = ("needs a service and Docker is not available" if not docker_ok
-                              else "its services cannot be built from this data copy")
                 if reason:
                     reasons[reason] += 1
             out[split] = {"tasks": len(records), "runnable": len(records) - sum(reasons.values()),

@@ -65,6 +65,28 @@ class ServiceSpec(BaseModel):
     def aliases(self) -> list[str]:
         return list(dict.fromkeys([self.name] + ([self.container_name] if self.container_name else [])))
 
+    def base_images(self) -> list[str]:
+        """The images its Dockerfile builds FROM (a build pulls those not present locally).
+
+        Earlier build stages, `scratch` and names built from ARGs (`$VERSION`) are left out: they are not
+        images Docker would pull by that name."""
+        stages: set[str] = set()
+        images: list[str] = []
+        try:
+            text = _read(self.build_context / self.dockerfile)
+        except ServicePlanError:
+            return []
+        for line in text.splitlines():
+            words = [w for w in line.split() if not w.startswith("--")]  # drop --platform=...
+            if len(words) < 2 or words[0].upper() != "FROM":
+                continue
+            image = words[1]
+            if image.lower() != "scratch" and image not in stages and "$" not in image and image not in images:
+                images.append(image)
+            if len(words) >= 4 and words[2].upper() == "AS":
+                stages.add(words[3])
+        return images
+
 
 class TargetHost(BaseModel):
     host: str

@@ -78,6 +78,18 @@ def docker(*args: str, timeout: float = 120.0, check: bool = True) -> subprocess
     return proc
 
 
+def images_missing_locally(images: Sequence[str]) -> list[str]:
+    """Which of these images this Docker engine does not hold (asks the engine only, never a registry)."""
+    missing = []
+    for image in images:
+        try:
+            if docker("image", "inspect", "--format", "{{.Id}}", image, timeout=30.0, check=False).returncode != 0:
+                missing.append(image)
+        except ServiceStartError:
+            missing.append(image)
+    return missing
+
+
 _BUILDER_NOISE = ("DEPRECATED: The legacy builder", "BuildKit is currently disabled", "environment-variable.")
 
 
