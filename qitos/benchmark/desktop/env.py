@@ -112,6 +112,7 @@ class DesktopEnv:
                                             "--widgets", str(self.widgets_path), "--config", str(config_path)],
                                            "app", cwd=self.workdir)
             self._wait_ready()
+            self._settle()  # the first observation shows the app's finished first picture, not a frame mid-draw
             self._pointer = self.executor.pointer()
         except BaseException:
             self.close()  # also removes a temporary work directory
