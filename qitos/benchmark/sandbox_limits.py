@@ -143,6 +143,42 @@ def _try_child(parent: Path, needed: str) -> bool:
             pass
 
 
+_OWN_CGROUP = re.compile(r"qitos-(?:sandbox|probe)-(\d+)-")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale_cgroups(parent: Path) -> int:
+    """Remove empty QitOS cgroups left under `parent` by processes that no longer exist; how many went.
+
+    A process killed outright (SIGKILL, a crash) cannot remove its commands' cgroups; the next QitOS process
+    clears them when it probes. Only empty ones can be removed (the kernel refuses the others).
+    """
+    removed = 0
+    try:
+        children = list(parent.iterdir())
+    except OSError:
+        return 0
+    for child in children:
+        found = _OWN_CGROUP.match(child.name)
+        if found is None or _pid_alive(int(found.group(1))):
+            continue
+        try:
+            child.rmdir()
+            removed += 1
+        except OSError:
+            pass
+    return removed
+
+
 _PROBE_LOCK = threading.Lock()
 if hasattr(os, "register_at_fork"):  # a worker forked while another thread probed must not inherit a held lock
     os.register_at_fork(after_in_child=lambda: globals().update(_PROBE_LOCK=threading.Lock()))
@@ -166,6 +202,7 @@ def _probe_cgroups() -> CgroupSupport:
     if (_CGROUP_ROOT / "cgroup.controllers").exists() and "" in own:  # pure cgroup v2
         base = _CGROUP_ROOT / own[""].lstrip("/")
         if _try_child(base, "pids.max") and _try_child(base, "memory.max"):
+            sweep_stale_cgroups(base)
             return CgroupSupport(version=2, pids=str(base), memory=str(base))
         return CgroupSupport()
     found: dict[str, str] = {}
@@ -173,6 +210,7 @@ def _probe_cgroups() -> CgroupSupport:
         base = _CGROUP_ROOT / name / own.get(name, "/").lstrip("/")
         if _try_child(base, control):
             found[name] = str(base)
+            sweep_stale_cgroups(base)
     return CgroupSupport(version=1 if found else None, **found)
 
 

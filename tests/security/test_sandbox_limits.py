@@ -84,3 +84,41 @@ def test_rlimit_fallback_without_cgroups(tmp_path: Path) -> None:
     # RLIMIT_DATA leaves room for reserved address space (JIT buffers): twice the limit when it is small
     assert lines[1] == "hog None memory True True" and lines[2] == str(512 << 10)
     assert lines[3] == "bomb None processes True True" and lines[4] == "alive"
+
+
+def _dead_pid() -> int:
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(done.stdout)
+
+
+def test_stale_cgroups_of_dead_processes_are_swept(tmp_path: Path) -> None:
+    """A process killed outright leaves its commands' cgroups; the next probe removes the empty ones of dead
+    processes and nothing else (a live process's, a non-empty one, names that are not ours)."""
+    from qitos.benchmark.sandbox_limits import sweep_stale_cgroups
+
+    dead = _dead_pid()
+    stale = [tmp_path / f"qitos-sandbox-{dead}-2-99938444", tmp_path / f"qitos-probe-{dead}-1-5"]
+    kept = [tmp_path / f"qitos-sandbox-{os.getpid()}-1-7", tmp_path / f"qitos-sandbox-{dead}-3-8",
+            tmp_path / "user.slice"]
+    for directory in stale + kept:
+        directory.mkdir()
+    (tmp_path / f"qitos-sandbox-{dead}-3-8" / "cgroup.procs").write_text("1234\n")  # the kernel refuses a busy one
+    assert sweep_stale_cgroups(tmp_path) == 2
+    assert not any(d.exists() for d in stale) and all(d.exists() for d in kept)
+
+
+def test_stale_cgroup_swept_in_the_real_hierarchy() -> None:
+    from qitos.benchmark.sandbox_limits import sweep_stale_cgroups
+
+    support = cgroup_support()
+    if not support.pids:
+        pytest.skip("no writable pids cgroup here")
+    leftover = Path(support.pids) / f"qitos-sandbox-{_dead_pid()}-1-1"
+    leftover.mkdir()
+    try:
+        assert (leftover / "cgroup.procs").exists()  # a real cgroup, made by the kernel
+        assert sweep_stale_cgroups(Path(support.pids)) >= 1
+        assert not leftover.exists()
+    finally:
+        if leftover.exists():
+            leftover.rmdir()
