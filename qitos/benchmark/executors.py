@@ -74,7 +74,7 @@ def _pack_dir(path: Path) -> bytes:
 
 
 def _ray_job(cfg_json: str, task_json: str, trial: int, digest: str, experiment_json: str,
-             selected_tasks: int, run_spec_ref: str | None) -> tuple[dict | None, bytes | None]:
+             selected_tasks: int, run_spec_ref: str | None, model_id: str | None) -> tuple[dict | None, bytes | None]:
     """Runs on a Ray worker: rebuild the batch context from JSON, run one job, return row + packed trace."""
     import threading
 
@@ -90,7 +90,7 @@ def _ray_job(cfg_json: str, task_json: str, trial: int, digest: str, experiment_
     ctx = JobContext(cfg=cfg, adapter=adapter, recipe=recipe, dataset_digest=digest,
                      experiment=ExperimentSpec.model_validate_json(experiment_json),
                      model_provider=batch_model_provider(cfg, recipe), cancel_event=threading.Event(),
-                     selected_tasks=selected_tasks, run_spec_ref=run_spec_ref)
+                     selected_tasks=selected_tasks, run_spec_ref=run_spec_ref, model_id=model_id)
     task = Task.model_validate_json(task_json)
     # gold never travels with the task: this worker's adapter loads it from its own copy of the data
     adapter.load_tasks(cfg.load.model_copy(update={"task_ids": [task.id], "limit": None}))
@@ -202,7 +202,7 @@ def run_ray(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: int,
             while pending and len(refs) < concurrency:
                 task, trial = pending.pop(0)
                 refs[remote.remote(cfg_json, task.model_dump_json(), trial, ctx.dataset_digest, exp_json,
-                                   ctx.selected_tasks, ctx.run_spec_ref)] = (task, trial)
+                                   ctx.selected_tasks, ctx.run_spec_ref, ctx.model_id)] = (task, trial)
             ready, _ = ray.wait(list(refs), num_returns=1, timeout=0.5)
             for ref in ready:
                 task, trial = refs.pop(ref)

@@ -84,6 +84,7 @@ class JobContext:
     cancel_event: threading.Event
     selected_tasks: int = 0  # the batch's selection: each row carries it (the headline's denominator)
     run_spec_ref: str | None = None  # the batch's RunSpec fingerprint, also on rows of tasks that never ran
+    model_id: str | None = None  # the batch's model identity (e.g. the GGUF name and hash), as rows name it
 
     def run_spec_extra(self) -> dict[str, Any]:
         cfg = self.cfg
@@ -124,7 +125,7 @@ def agent_code(recipe: Recipe, runner: str | None) -> dict[str, Any]:
 
 def _row(ctx: JobContext, task: Task, trial: int, stop_reason: str, **fields: Any) -> BenchmarkRunResult:
     cfg = ctx.cfg
-    model = cfg.model.model_name if ctx.recipe.needs_model else None  # oracles call no model
+    model = (ctx.model_id or cfg.model.model_name) if ctx.recipe.needs_model else None  # oracles call no model
     if not fields.get("metadata"):  # a row the evaluator never saw keeps the task's own (public) metadata,
         fields["metadata"] = dict(task.metadata)  # so per-level/category figures still count it
     fields["run_spec_ref"] = fields.get("run_spec_ref") or ctx.run_spec_ref  # and stays in its configuration

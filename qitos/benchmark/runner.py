@@ -182,7 +182,7 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
     provider = batch_model_provider(cfg, recipe, preflight=True)
     ctx = JobContext(cfg, adapter, recipe, digest, experiment, provider, threading.Event(), selected_tasks=len(tasks))
     spec = _probe_run_spec(ctx, tasks, provider())
-    ctx.run_spec_ref = spec.fingerprint()
+    ctx.run_spec_ref, ctx.model_id = spec.fingerprint(), spec.model_name
     output = cfg.output or cfg.default_output()
     results = ResultsFile(output)
     existing = results.existing()

@@ -71,7 +71,7 @@ class Configuration:
 
     @property
     def base_name(self) -> str:
-        return f"{self.recipe or '?'} · {self.model or 'no model'}"
+        return " · ".join(part for part in (self.recipe, self.model or "no model") if part)
 
     @property
     def name(self) -> str:

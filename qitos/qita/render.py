@@ -74,6 +74,14 @@ def when(value: Any) -> str:
     return value.replace("T", " ")[:19]
 
 
+NO_BENCHMARK = "(none)"  # the group key of runs made outside a benchmark (e.g. `qit demo`, own scripts)
+
+
+def bench_label(value: Any) -> str:
+    """A benchmark group's heading: runs made outside any benchmark get words, not "(none)"."""
+    return "runs outside a benchmark" if value in (None, "", NO_BENCHMARK) else str(value)
+
+
 @lru_cache(maxsize=8)
 def static_text(name: str) -> str:
     return resources.files("qitos.qita").joinpath("static", name).read_text(encoding="utf-8")
@@ -83,7 +91,8 @@ def static_text(name: str) -> str:
 def environment() -> Environment:
     env = Environment(loader=PackageLoader("qitos.qita", "templates"), autoescape=select_autoescape(["html", "j2"]),
                       undefined=ChainableUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(pretty=pretty, compact=compact, num=num, pct=pct, usd=usd, seconds=seconds, when=when)
+    env.filters.update(pretty=pretty, compact=compact, num=num, pct=pct, usd=usd, seconds=seconds, when=when,
+                       bench_label=bench_label)
     return env
 
 

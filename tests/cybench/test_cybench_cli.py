@@ -153,7 +153,7 @@ def test_local_model_guided_run_holds_every_subtask_in_one_trace(cybench_data: P
     assert set(results) == set(ids)
     assert len(list((tmp_path / "runs").iterdir())) == 2  # one trace per task
     for row in results.values():
-        assert row["stop_reason"] == "env_terminal" and row["error"] is None and row["model"] == "local"
+        assert row["stop_reason"] == "env_terminal" and row["error"] is None and row["model"].startswith("local:")
         assert row["token_usage"]["total_tokens"] > 0 and 0.0 <= row["score"] <= 1.0
         trace_dir = tmp_path / row["trace_run_dir"]
         diffs = [s["state_diff"] for s in steps(trace_dir)]

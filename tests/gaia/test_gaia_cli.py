@@ -197,7 +197,7 @@ def test_embedded_local_model_runs_the_fixture(gaia_root: Path, tmp_path: Path) 
     rows = read_rows(tmp_path / "local.jsonl")
     assert [r["task_id"] for r in rows] == [q[0] for q in QUESTIONS[:2]]
     for row in rows:
-        assert row["model"] == "local" and row["error"] is None, row
+        assert row["model"].startswith("local:") and ".gguf@sha256:" in row["model"] and row["error"] is None, row
         assert row["stop_reason"] in ("final", "budget_steps", "parse_error_limit", "tool_error_limit"), row
         assert row["success"] in (True, False) and row["metadata"]["labeled"] is True
         run_dir = tmp_path / row["trace_run_dir"]

@@ -61,4 +61,6 @@ def test_embedded_model_id_in_trace_and_on_the_board(tmp_path):
         run_page = client.get(f"/runs/{run_dir.name}")
     app.state.board.index.close()
     assert page.status_code == 200 and f"sha256:{digest[:12]}" in page.text
+    # a run made outside any benchmark is grouped under words, and its configuration is named by its model
+    assert "runs outside a benchmark" in page.text and ">(none)<" not in page.text and "? ·" not in page.text
     assert run_page.status_code == 200 and model.name in run_page.text

@@ -28,11 +28,12 @@ def test_local_model_agent_and_user(tau_data: Path, tmp_path: Path) -> None:
     assert sorted((r["task_id"], r["trial"]) for r in out) == [
         (f"tau_retail_test_{i:05d}", t) for i in range(5) for t in range(2)]
     for row in out:
-        assert row["model"] == "local" and row["error"] is None, row
+        assert row["model"].startswith("local:") and ".gguf@sha256:" in row["model"] and row["error"] is None, row
         assert row["stop_reason"] in ("env_terminal", "budget_steps", "parse_error_limit"), row["stop_reason"]
         assert row["metadata"]["reward"] in (0.0, 1.0) and row["metadata"]["user_strategy"] == "llm"
         run_dir = tmp_path / row["trace_run_dir"]
         manifest = json.loads((run_dir / "manifest.json").read_text())
+        assert manifest["model_id"] == row["model"]  # rows and traces name the model the same way
         assert manifest["status"] == "completed" and manifest["replay_mode"] == "deterministic"
         events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
         calls = [e["payload"] for e in events if e["kind"] == "user_model_call"]
