@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
+
+# Started as a background job (`nohup ... &`, some CI runners), pytest inherits SIGINT ignored, and so would
+# every `qit` it starts: the Ctrl-C tests would then test nothing. Children of a process with a handler get
+# the default disposition back, as they would from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _data_root() -> Path:
