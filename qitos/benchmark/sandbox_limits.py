@@ -32,6 +32,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from qitos.trace.liveness import pid_alive
+
 GIB = 1 << 30
 # RLIMIT_DATA counts address space a process reserves, not only what it uses: JIT engines reserve their code
 # buffer up front (unicorn, which pwntools loads, takes about 1 GiB), so the rlimit fallback allows up to this
@@ -146,16 +148,6 @@ def _try_child(parent: Path, needed: str) -> bool:
 _OWN_CGROUP = re.compile(r"qitos-(?:sandbox|probe)-(\d+)-")
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep_stale_cgroups(parent: Path) -> int:
     """Remove empty QitOS cgroups left under `parent` by processes that no longer exist; how many went.
 
@@ -169,7 +161,7 @@ def sweep_stale_cgroups(parent: Path) -> int:
         return 0
     for child in children:
         found = _OWN_CGROUP.match(child.name)
-        if found is None or _pid_alive(int(found.group(1))):
+        if found is None or pid_alive(int(found.group(1))):
             continue
         try:
             child.rmdir()

@@ -21,6 +21,8 @@ from qitos.benchmark.metrics import group_rows, summarize
 
 from .index import RunIndex
 
+NO_BENCHMARK = "(none)"  # the group key of runs made outside a benchmark (e.g. `qit demo`, own scripts)
+
 CONFIG_KEYS = ("benchmark", "split", "subset", "run_spec_ref")
 
 
@@ -168,7 +170,7 @@ class ConfigCatalog:
     def benchmarks(self) -> dict[str, list[Configuration]]:
         out: dict[str, list[Configuration]] = {}
         for conf in self.all():
-            out.setdefault(conf.benchmark or "(none)", []).append(conf)
+            out.setdefault(conf.benchmark or NO_BENCHMARK, []).append(conf)
         return out
 
     def _traces(self, where: str, params: tuple[Any, ...] = ()) -> dict[str, Any]:

@@ -14,6 +14,8 @@ from typing import Any
 
 from jinja2 import ChainableUndefined, Environment, PackageLoader, Undefined, select_autoescape
 
+from .configs import NO_BENCHMARK
+
 
 def _defined(value: Any) -> Any:
     """Missing manifest fields arrive as Undefined; filters treat them as None."""
@@ -72,9 +74,6 @@ def when(value: Any) -> str:
     if not isinstance(value, str):
         return "–"
     return value.replace("T", " ")[:19]
-
-
-NO_BENCHMARK = "(none)"  # the group key of runs made outside a benchmark (e.g. `qit demo`, own scripts)
 
 
 def bench_label(value: Any) -> str:

@@ -13,6 +13,7 @@ import pytest
 
 from qitos.benchmark.sandbox import BwrapSandbox
 from qitos.benchmark.sandbox_limits import SandboxLimits, cgroup_support
+from tests.conftest import require_system
 from tests.security.support import need_sandbox
 
 SMALL = SandboxLimits(memory_bytes=256 << 20, max_processes=64, file_size_bytes=32 << 20, disk_bytes=96 << 20)
@@ -111,8 +112,7 @@ def test_stale_cgroup_swept_in_the_real_hierarchy() -> None:
     from qitos.benchmark.sandbox_limits import sweep_stale_cgroups
 
     support = cgroup_support()
-    if not support.pids:
-        pytest.skip("no writable pids cgroup here")
+    require_system(bool(support.pids), "a writable pids cgroup (run as root, or delegate one)")
     leftover = Path(support.pids) / f"qitos-sandbox-{_dead_pid()}-1-1"
     leftover.mkdir()
     try:
