@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from qitos.core.agent import AgentModule
     from qitos.core.engine import RunResult
 
+    from .sides.contract import AgentEnvSpec
+
 
 def default_data_dir() -> Path:
     env = os.environ.get("QITOS_DATA_DIR")
@@ -67,6 +69,8 @@ class TaskRuntime:
     workdir: Path | None = None
     handles: dict[str, Any] = field(default_factory=dict)
     unavailable: str | None = None  # set → the row is `requires_unavailable` with this reason
+    # scoring side only: writes an event into the run's trace (e.g. a simulated user's model call in `serve`)
+    trace_event: Callable[[str, dict[str, Any]], None] | None = None
 
 
 @dataclass
@@ -112,6 +116,10 @@ class BenchmarkAdapter:
     default_recipe: ClassVar[str] = "react"
     deterministic_env: ClassVar[bool] = False
     needs_workdir: ClassVar[bool] = True  # False: `prepare` gets a path that is never created
+    # True once the family's agent side is split from its scoring side (`agent_env`, `serve`, scoring from the
+    # final state): its non-oracle runs go to the confined agent process. False: they run in this process, and
+    # `agent_isolated` fails, so they are never official.
+    split_sides: ClassVar[bool] = False
 
     # -- gold (scoring side) ---------------------------------------------------------------------
     @property
@@ -195,7 +203,35 @@ class BenchmarkAdapter:
         """Called after a recipe (or a `--runner`) built its agent, before the run starts: attach what
         the benchmark itself owns (e.g. Tau-Bench's simulated user) so user agents need no extra code."""
 
+    # -- the agent side's view (see qitos.benchmark.sides) --------------------------------------------
+    def agent_env(self, task: Task, runtime: TaskRuntime) -> "AgentEnvSpec | None":
+        """How the agent side builds the environment (and handles, e.g. tools) it acts on; None: it has none.
+        No gold: this crosses to the agent process."""
+        return None
+
+    def agent_files(self, task: Task, runtime: TaskRuntime) -> dict[str, str]:
+        """The task's input files: path in the agent's work dir -> host path (shipped as bytes).
+        Default: every file resource, by its base name."""
+        return {Path(r.path).name: r.path for r in task.resources if r.kind == "file" and Path(r.path).is_file()}
+
+    def agent_handles(self, task: Task, runtime: TaskRuntime) -> dict[str, Any]:
+        """Public JSON handles for the agent side's `RecipeContext.runtime.handles`; paths are relative to its
+        work dir (its current directory). Default: the shipped files under "files"."""
+        return {"files": sorted(self.agent_files(task, runtime))}
+
+    def agent_network(self, load: LoadOptions) -> bool:
+        """Does the agent side need the host's network beyond its model endpoint (the web, services, a VM)?"""
+        return False
+
+    def serve(self, task: Task, runtime: TaskRuntime, method: str, payload: dict[str, Any]) -> Any:
+        """Answer an agent-side call that needs the scoring side (a simulated user's reply, a subtask's reveal,
+        a command in the task's sandbox). Refuse what the benchmark's protocol does not allow at this point."""
+        from .sides.contract import AgentCallRefused
+
+        raise AgentCallRefused(f"benchmark '{self.name}' offers no scoring-side service '{method}'")
+
     def evaluate(self, task: Task, result: "RunResult", runtime: TaskRuntime) -> Evaluation:
+        """Score from what the agent side returned: `result.final_answer` and `result.final_state`."""
         raise NotImplementedError
 
     def cleanup(self, runtime: TaskRuntime) -> None:

@@ -8,6 +8,7 @@ rerun picks it up again.
 from __future__ import annotations
 
 import importlib
+import os
 import shutil
 import tempfile
 import threading
@@ -28,10 +29,19 @@ from .results import BenchmarkRunResult
 
 
 def resolve_recipe(adapter: BenchmarkAdapter, cfg: RunConfig) -> Recipe:
+    """The batch's recipe. A `--runner` is imported only where it runs: on the agent side when the family's
+    sides are split (importing third-party code here would run it in the scoring process), here otherwise."""
     if cfg.runner:
         module, _, attr = cfg.runner.partition(":")
         if not module or not attr:
             raise BenchmarkUsageError(f"--runner '{cfg.runner}' must look like 'package.module:build_agent'")
+        if adapter.split_sides:
+            from .sides.host import runner_root
+
+            if runner_root(cfg.runner)[1] is None:
+                raise BenchmarkUsageError(f"--runner '{cfg.runner}': no module '{module.split('.')[0]}' on the "
+                                          "Python path (run from its directory, or set PYTHONPATH)")
+            return Recipe(name=f"runner:{cfg.runner}", build=_built_on_agent_side, description="user-supplied agent")
         try:
             fn = getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError) as exc:
@@ -43,6 +53,10 @@ def resolve_recipe(adapter: BenchmarkAdapter, cfg: RunConfig) -> Recipe:
     if name not in recipes:
         raise BenchmarkUsageError(f"benchmark '{adapter.name}' has no recipe '{name}'; choose one of {', '.join(recipes)}")
     return recipes[name]
+
+
+def _built_on_agent_side(ctx: RecipeContext):
+    raise RuntimeError("a --runner agent is built on the agent side, never in the scoring process")
 
 
 def batch_model_provider(cfg: RunConfig, recipe: Recipe, *, preflight: bool = False) -> Callable[[], Any]:
@@ -86,11 +100,89 @@ class JobContext:
     run_spec_ref: str | None = None  # the batch's RunSpec fingerprint, also on rows of tasks that never ran
     model_id: str | None = None  # the batch's model identity (e.g. the GGUF name and hash), as rows name it
 
+    host: Any = None  # the agent host (sides.host.AgentHost), started on first use
+    closure: dict[str, Any] | None = None  # the agent's import closure, learned when describing it
+
+    @property
+    def split(self) -> bool:
+        """Does this batch's agent run on the agent side (confined), or here (oracles, unsplit families)?"""
+        return self.adapter.split_sides and self.recipe.official
+
+    def isolation(self) -> tuple[bool, str]:
+        if not self.split:
+            if not self.recipe.official:
+                return False, f"recipe '{self.recipe.name}' is a validator: it runs on the scoring side, with gold"
+            return False, (f"benchmark '{self.adapter.name}' does not yet run its agent side in a separate process: "
+                           "the agent shares the scoring process")
+        host = self.agent_host()
+        return host.confined, host.isolation_detail
+
+    def agent_side_kind(self) -> str:
+        if not self.split:
+            return "scoring-process"
+        return "bwrap" if self.agent_host().confined else "process"
+
+    def agent_host(self):
+        if self.host is None:
+            with _HOST_LOCK:
+                if self.host is None:
+                    from .sides.host import AgentHost
+
+                    self.host = AgentHost(self.host_settings())
+        return self.host
+
+    def host_settings(self):
+        from .sides.host import HostSettings, runner_root
+
+        cfg = self.cfg
+        settings = HostSettings(network=not self.model_is_proxied() or self.adapter.agent_network(cfg.load))
+        if cfg.runner:
+            root, _ = runner_root(cfg.runner)
+            if root:
+                settings.extra_ro.append(root)
+                settings.pythonpath.append(root)
+        output = cfg.output or cfg.default_output()
+        settings.hidden = hidden_paths([cfg.load.data_dir, cfg.load.root, output, output.parent, cfg.trace_logdir])
+        key = os.environ.get(cfg.model.api_key_env)
+        if key and not self.model_is_proxied():
+            settings.env[cfg.model.api_key_env] = key
+        settings.warm = [type(self.adapter).__module__]
+        return settings
+
+    def model_is_proxied(self) -> bool:
+        """Models that live on the scoring side: the embedded model (one copy), scripted and replay models (they
+        read files the agent must not see)."""
+        m = self.cfg.model
+        return self.recipe.needs_model and (m.embedded or m.stateful)
+
+    def probe_model(self):
+        if self._probe_model is None:
+            self._probe_model = self.model_provider()
+        return self._probe_model
+
+    _probe_model: Any = None
+
+    def job_model(self):
+        return self.model_provider()
+
+    def record_closure(self, run_dir: str | Path, files: list[str]) -> None:
+        """Store the sources of the agent's import closure outside the environment in its trace."""
+        if not self.cfg.runner or not files:
+            return
+        try:
+            from qitos.spec.code_identity import closure_identity, store_sources
+        except ImportError:
+            return
+        store_sources(Path(run_dir), closure_identity(files))
+
     def run_spec_extra(self) -> dict[str, Any]:
         cfg = self.cfg
+        code = agent_code(self.recipe, cfg.runner)
+        if self.closure is not None:
+            code["closure"] = self.closure
         return {
             "benchmark_name": cfg.benchmark, "benchmark_split": cfg.load.split, "benchmark_subset": cfg.load.subset,
-            "dataset_digest": self.dataset_digest, "agent_code": agent_code(self.recipe, cfg.runner),
+            "dataset_digest": self.dataset_digest, "agent_code": code,
             "metadata": {"recipe": self.recipe.name, "recipe_official": self.recipe.official,
                          "recipe_needs_model": self.recipe.needs_model,
                          "scorer_official": self.adapter.scorer_official, "scorer_note": self.adapter.scorer_note,
@@ -114,8 +206,27 @@ class JobContext:
                              make_model=self.model_factory(), oracle=self.adapter.oracle_handle(task))
 
 
+_HOST_LOCK = threading.Lock()
+
+
+def hidden_paths(paths: list[Any]) -> list[str]:
+    """What the agent host must not show, as existing paths: each path, or for one not created yet (a results
+    file, a trace dir) its nearest existing ancestor, unless that ancestor holds what the agent must see
+    (then `execute_batch` creates the path before the host starts, so it can be masked)."""
+    out = []
+    for p in paths:
+        if not p:
+            continue
+        path = Path(p).expanduser().resolve()
+        while not path.exists() and path != path.parent:
+            path = path.parent
+        out.append(str(path))
+    return out
+
+
 def agent_code(recipe: Recipe, runner: str | None) -> dict[str, Any]:
-    """What identifies the agent's code: a built-in recipe is QitOS's own; a `--runner` is its module file."""
+    """What identifies the agent's code: a built-in recipe is QitOS's own; a `--runner` is its module file,
+    found without importing it."""
     if not runner:
         return {"recipe": recipe.name, "source": "qitos"}
     from qitos.spec.provenance import module_identity
@@ -149,7 +260,12 @@ def run_job(ctx: JobContext, task: Task, trial: int, trace_logdir: Path | None =
         if runtime.unavailable:
             return _row(ctx, task, trial, StopReason.REQUIRES_UNAVAILABLE.value, error=runtime.unavailable)
         verdict = _Verdict(ctx, task, runtime)
-        result = _run_engine(ctx, task, trial, runtime, trace_logdir or cfg.trace_logdir, verdict)
+        if ctx.split:
+            from .sides.scoring import run_split
+
+            result = run_split(ctx, task, trial, runtime, Path(trace_logdir or cfg.trace_logdir), verdict)
+        else:
+            result = _run_engine(ctx, task, trial, runtime, trace_logdir or cfg.trace_logdir, verdict)
         if result.stop_reason is StopReason.CANCELLED:
             return None
         return _evaluated_row(ctx, task, trial, result, verdict)
@@ -196,7 +312,7 @@ def _run_engine(ctx: JobContext, task: Task, trial: int, runtime: TaskRuntime, t
         tool_error_limit=ctx.cfg.tool_error_limit, run_spec_extra=ctx.run_spec_extra(), experiment_spec=ctx.experiment,
         cancel_event=ctx.cancel_event, executor=ctx.cfg.executor, on_finish=verdict,
         durable_finish=False,  # the result row's flush, right after, covers the trace
-        oracle_used=lambda: recipe_ctx.oracle_used,
+        oracle_used=lambda: recipe_ctx.oracle_used, isolation=ctx.isolation(),
     )
     return engine.run(task)
 
@@ -207,7 +323,7 @@ def _evaluated_row(ctx: JobContext, task: Task, trial: int, result: RunResult, v
         token_usage=result.usage, cost=result.cost, trace_run_dir=result.run_dir, run_spec_ref=result.run_spec_ref,
         error=result.error,
     )
-    if result.stop_reason is StopReason.ERROR:
+    if result.stop_reason is StopReason.ERROR and not ctx.split:
         from qitos.trace.reader import read_manifest
 
         report = read_manifest(result.run_dir).summary.failure_report or {}

@@ -79,6 +79,8 @@ def experiment_spec(cfg: RunConfig, tasks: list[Task], recipe_name: str) -> Expe
 def _probe_run_spec(ctx: JobContext, tasks: list[Task], model) -> RunSpec:
     """Build the agent for a first task to learn the RunSpec every row of this batch will carry."""
     cfg, adapter = ctx.cfg, ctx.adapter
+    if ctx.split:
+        return _described_run_spec(ctx, tasks)
     for task in tasks:  # the first task that can be set up here (cheap: probes stage nothing)
         task = prepared_task(adapter, cfg, task)
         with tempfile.TemporaryDirectory(prefix="qitos-probe-") as tmp:
@@ -97,6 +99,46 @@ def _probe_run_spec(ctx: JobContext, tasks: list[Task], model) -> RunSpec:
             finally:
                 adapter.cleanup(runtime)
     return RunSpec(model_name=model.name, model_family=model.family, seed=cfg.model.seed, **ctx.run_spec_extra())
+
+
+def _described_run_spec(ctx: JobContext, tasks: list[Task]) -> RunSpec:
+    """The RunSpec of a split batch: the agent side builds the agent for a first task and describes it."""
+    from .sides.scoring import describe_agent, trusted_run_spec
+
+    cfg, adapter = ctx.cfg, ctx.adapter
+    try:
+        for task in tasks:
+            task = prepared_task(adapter, cfg, task)
+            with tempfile.TemporaryDirectory(prefix="qitos-probe-") as tmp:
+                try:
+                    runtime = adapter.probe_runtime(task, cfg.load, Path(tmp))
+                except Exception:  # noqa: BLE001 - the job itself will report the setup failure
+                    continue
+                try:
+                    if runtime.unavailable:
+                        continue
+                    outcome = describe_agent(ctx, task, runtime)
+                finally:
+                    adapter.cleanup(runtime)
+            if outcome.description is None:
+                raise BenchmarkUsageError(f"the agent could not be built for task '{task.id}': "
+                                          f"{(outcome.error or 'no reason given').splitlines()[0]}")
+            if cfg.runner:
+                ctx.closure = _closure(outcome.closure)
+            return trusted_run_spec(ctx, task, outcome.description)
+        return trusted_run_spec(ctx, tasks[0], {})
+    finally:
+        if ctx.host is not None:  # the jobs' host starts with the run, once its results and traces exist
+            ctx.host.close()
+            ctx.host = None
+
+
+def _closure(files: list[str]) -> dict | None:
+    try:
+        from qitos.spec.code_identity import closure_identity
+    except ImportError:
+        return None
+    return closure_identity(files)
 
 
 TASKS_PER_WORKER = 16  # threads of one process queue for its interpreter lock beyond about this many in flight
@@ -220,6 +262,10 @@ def execute_batch(plan: BatchPlan, on_row: Callable[[BenchmarkRunResult], None] 
         if on_row:
             on_row(row)
 
+    if plan.ctx.split:  # exist before the agent host starts, so it can mask them
+        plan.output.parent.mkdir(parents=True, exist_ok=True)
+        plan.output.touch(exist_ok=True)
+        Path(plan.cfg.trace_logdir).mkdir(parents=True, exist_ok=True)
     try:
         if plan.cfg.executor == "ray":
             run_ray(plan.ctx, plan.jobs, plan.cfg.concurrency, on_result, plan.cfg.ray_address)
@@ -229,4 +275,8 @@ def execute_batch(plan: BatchPlan, on_row: Callable[[BenchmarkRunResult], None] 
             run_local(plan.ctx, plan.jobs, plan.cfg.concurrency, on_result)
     except KeyboardInterrupt:
         outcome.cancelled = True
+    finally:
+        if plan.ctx.host is not None:
+            plan.ctx.host.close()
+            plan.ctx.host = None
     return outcome

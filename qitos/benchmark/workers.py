@@ -106,6 +106,7 @@ def _record(on_result: OnResult, task: Task, trial: int, row_json: str | None) -
 def _worker(ctx: JobContext, job_list: list[tuple[Task, int]], concurrency: int, todo, done, cancel) -> None:
     """One worker process: a thread pool fed from the shared queue; rows go back through `done`."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    ctx.host = None  # each worker process talks to an agent host of its own
     threading.Thread(target=lambda: (cancel.wait(), ctx.cancel_event.set()), daemon=True).start()
     slot: dict[tuple[str, int], int] = {}
 

@@ -44,6 +44,7 @@ class RunResult(BaseModel):
     error: str | None = None
     run_spec_ref: str | None = None
     official_run: bool = False
+    final_state: Any = None  # a benchmark environment's final state as the agent side returned it (for scoring)
 
 
 def _without_images(message: dict[str, Any]) -> dict[str, Any]:
@@ -103,6 +104,8 @@ class Engine:
         on_finish: Callable[[RunResult], dict[str, Any] | None] | None = None,
         durable_finish: bool = True,
         oracle_used: Callable[[], bool] | None = None,
+        writer: Any = None,
+        isolation: tuple[bool, str] | None = None,
     ) -> None:
         self.agent, self.model, self.env = agent, model, env
         self.trace_logdir = Path(trace_logdir)
@@ -121,6 +124,9 @@ class Engine:
         self.on_finish, self.durable_finish = on_finish, durable_finish
         # asked at the end: did the agent take gold through the oracle channel (RecipeContext.oracle_gold)?
         self.oracle_used = oracle_used or (lambda: False)
+        # a writer made by the caller (e.g. the agent side's stream to the scoring side); one run per Engine then
+        self.writer = writer
+        self.isolation = isolation  # benchmark runs: the `agent_isolated` check's verdict
 
     def run_spec(self, task: Task) -> RunSpec:
         return make_run_spec(
@@ -132,7 +138,8 @@ class Engine:
     def run(self, task: Task) -> RunResult:
         task.raise_if_invalid()
         spec = self.run_spec(task)
-        writer = TraceWriter(self.trace_logdir, new_run_id(self.run_prefix, task.id, self.trial), self.redactor, self.fsync)
+        writer = self.writer or TraceWriter(self.trace_logdir, new_run_id(self.run_prefix, task.id, self.trial),
+                                            self.redactor, self.fsync)
         run = _Run(self, task, spec, writer)
         return run.execute()
 
@@ -331,7 +338,7 @@ class _Run:
 
     # -- end --------------------------------------------------------------------------------------
     def _facts(self) -> RunFacts:
-        return RunFacts(model_calls=self.model_calls, oracle_used=bool(self.e.oracle_used()))
+        return RunFacts(model_calls=self.model_calls, oracle_used=bool(self.e.oracle_used()), isolation=self.e.isolation)
 
     def _summary(self, reason: StopReason | None, failure: dict[str, Any] | None = None) -> RunSummary:
         final = self.final_answer
@@ -350,6 +357,12 @@ class _Run:
             self.w.event("run_end", "END", {"status": run_status(reason), "steps": self.steps}, error=error)
         finally:
             env = self.e.env
+            final_state = None
+            if env is not None and hasattr(env, "final_state"):  # what the scoring side scores, taken before close
+                try:
+                    final_state = env.final_state()
+                except Exception as exc:  # noqa: BLE001 - recorded; the evaluator decides what a missing state means
+                    final_state = {"final_state_error": f"{type(exc).__name__}: {exc}"}
             if env is not None and hasattr(env, "close"):
                 try:
                     env.close()
@@ -360,7 +373,7 @@ class _Run:
                 run_id=self.w.run_id, run_dir=str(self.w.run_dir), status=run_status(reason), stop_reason=reason,
                 final_answer=summary.final_result, steps=self.steps, usage=self.usage, cost=self.cost,
                 latency_seconds=summary.latency_seconds, error=error, run_spec_ref=self.spec.fingerprint(),
-                official_run=all(c.passed for c in checks),
+                official_run=all(c.passed for c in checks), final_state=final_state,
             )
             evaluation, hook_error = None, None
             if self.e.on_finish is not None:

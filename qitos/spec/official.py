@@ -24,6 +24,8 @@ class RunFacts:
 
     model_calls: int = 0
     oracle_used: bool = False
+    # benchmark runs: (was the agent side in its own confined process, why / how); None outside benchmarks
+    isolation: tuple[bool, str] | None = None
 
 
 def check_run_spec(spec: RunSpec) -> OfficialCheck:
@@ -119,6 +121,8 @@ def official_checks(spec: RunSpec, experiment: ExperimentSpec | None, trace: tup
             check="model_called", passed=facts.model_calls > 0,
             detail=f"{facts.model_calls} model call(s)" if facts.model_calls else
             "the agent made no model call (an agent that answers without its model is not a baseline)"))
+    if facts.isolation is not None:
+        checks.append(OfficialCheck(check="agent_isolated", passed=facts.isolation[0], detail=facts.isolation[1]))
     checks.append(OfficialCheck(
         check="agent_unaided", passed=not facts.oracle_used,
         detail="gold taken through the oracle channel (RecipeContext.oracle_gold)" if facts.oracle_used

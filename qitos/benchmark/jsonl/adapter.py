@@ -56,6 +56,7 @@ class JsonlBenchmark(BenchmarkAdapter):
     default_split = "default"
     default_recipe = "react"
     needs_workdir = False
+    split_sides = True
     scorer_official = True
     scorer_note = "your own task set: --option scorer=NAME against each row's answer"
 
@@ -79,6 +80,7 @@ class JsonlBenchmark(BenchmarkAdapter):
         path = _root(load)
         scorer = load.options.get("scorer", "exact")
         get_scorer(scorer)
+        self.scorer = scorer  # the run's configuration picks the scorer, never a task the agent holds
         tasks = []
         for row in read_task_rows(path):
             task = Task(
@@ -96,12 +98,12 @@ class JsonlBenchmark(BenchmarkAdapter):
         return Budget(max_steps=10)
 
     def prepare(self, task: Task, trial: int, load: LoadOptions, workdir: Path) -> TaskRuntime:
-        return TaskRuntime(workdir=workdir, handles={"files": [r.path for r in task.resources]})
+        return TaskRuntime(workdir=workdir, handles={"files": [r.path for r in task.resources]})  # oracle, in-process
 
     def evaluate(self, task, result, runtime) -> Evaluation:
         answer = self.golds.get(task.id) if task.id in self.golds else None
         prediction = result.final_answer
         if answer is None:
             return Evaluation(success=None, score=None, prediction=prediction, metadata={"labeled": False})
-        ok = get_scorer(task.metadata.get("scorer", "exact"))(prediction, answer)
+        ok = get_scorer(getattr(self, "scorer", "exact"))(prediction, answer)
         return Evaluation(success=ok, score=1.0 if ok else 0.0, prediction=prediction)

@@ -1,0 +1,144 @@
+"""Starting and talking to the agent host, from the scoring side.
+
+One host per batch (per scoring process): started by exec, so it holds nothing of this process's
+memory; confined by `confine.host_argv` when bubblewrap works here, otherwise an unconfined child
+process (and the run's `agent_isolated` check fails, saying why). Each job gets its own socket,
+passed to the host, which forks a fresh child to run it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .confine import confinement_status, host_argv, python_paths
+from .wire import Channel
+
+START_TIMEOUT_SECONDS = 60
+# modules every job needs, imported once by the host so a job's child starts warm
+WARM_MODULES = ["qitos.benchmark.sides.agent", "qitos.core.engine", "qitos.core.parsers", "qitos.models.registry",
+                "qitos.models.openai_compat", "openai", "httpx", "pydantic"]
+# environment variables the agent side gets from the host's (besides the model key's variable)
+PASSED_ENV = ("LANG", "LC_ALL", "TZ", "OPENAI_BASE_URL", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy",
+              "https_proxy", "no_proxy", "DISPLAY", "QITOS_WEB_SEARCH", "QITOS_NET_ALLOW_LOOPBACK")
+
+
+class AgentHostError(RuntimeError):
+    """The agent host could not be started (the run cannot go on safely)."""
+
+
+@dataclass
+class HostSettings:
+    """What the agent side may see and reach."""
+
+    network: bool = False
+    extra_ro: list[str] = field(default_factory=list)  # e.g. the --runner's import root, a task's X socket
+    hidden: list[str] = field(default_factory=list)  # data dir, tasks file, results file, trace dir
+    env: dict[str, str] = field(default_factory=dict)
+    pythonpath: list[str] = field(default_factory=list)
+    warm: list[str] = field(default_factory=list)
+    confine: bool = True  # False only in tests that compare with an unconfined host
+
+
+class AgentHost:
+    def __init__(self, settings: HostSettings) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen | None = None
+        self._control: socket.socket | None = None
+        self._log = tempfile.TemporaryFile(prefix="qitos-agent-host-")
+        ok, why, private = confinement_status()
+        self.confined = ok and settings.confine
+        self.private_mounts = self.confined and private
+        if not settings.confine:
+            why = "confinement switched off for this host"
+        self.isolation_detail = (
+            (f"agent side in a separate process confined by {why} (own PID namespace, no data dir, tasks, results "
+             f"or traces; network {'shared' if settings.network else 'off'}"
+             + ("; a private /tmp per job)" if private else "; jobs share the host's /tmp: bwrap cannot give "
+                "each job its own mount namespace here)"))
+            if self.confined else f"agent side in a separate but unconfined process: {why}")
+
+    def _start(self) -> None:
+        control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        warm = [*WARM_MODULES, *self.settings.warm]
+        command = [sys.executable, "-m", "qitos.benchmark.sides.zygote", str(theirs.fileno()),
+                   "1" if self.private_mounts else "0", *warm]
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp/home", "PYTHONDONTWRITEBYTECODE": "1",
+               "QITOS_AGENT_SIDE": "1", **{k: os.environ[k] for k in PASSED_ENV if k in os.environ},
+               **self.settings.env}
+        if self.settings.pythonpath:
+            env["PYTHONPATH"] = os.pathsep.join(self.settings.pythonpath)
+        if self.confined:
+            argv = [*host_argv(python_ro=python_paths(), extra_ro=self.settings.extra_ro,
+                               hidden=self.settings.hidden, network=self.settings.network,
+                               private_mounts=self.private_mounts), "--chdir", "/tmp", "--", *command]
+            cwd = None
+        else:
+            argv, cwd = command, tempfile.gettempdir()
+        try:
+            self._proc = subprocess.Popen(argv, pass_fds=[theirs.fileno()], env=env, cwd=cwd,
+                                          stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log)
+        finally:
+            theirs.close()
+        control.settimeout(START_TIMEOUT_SECONDS)
+        try:
+            ready = control.recv(1)
+        except OSError:
+            ready = b""
+        if ready != b"R":
+            self._proc.kill()
+            raise AgentHostError(f"the agent host did not start: {self.log_tail() or 'no output'}")
+        control.settimeout(None)
+        self._control = control
+
+    def log_tail(self, limit: int = 2000) -> str:
+        self._log.flush()
+        self._log.seek(0)
+        return self._log.read().decode("utf-8", "replace")[-limit:].strip()
+
+    def open_job(self) -> Channel:
+        """A socket to a fresh child of the host (started on first use, restarted if it died)."""
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                self._start()
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                assert self._control is not None
+                socket.send_fds(self._control, [b"J"], [theirs.fileno()])
+            except OSError as exc:
+                ours.close()
+                raise AgentHostError(f"the agent host stopped taking jobs: {exc}; {self.log_tail()}") from None
+            finally:
+                theirs.close()
+        return Channel(ours)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._control is not None:
+                self._control.close()
+                self._control = None
+            if self._proc is not None:
+                try:
+                    self._proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self._proc.kill()
+                    self._proc.wait()
+                self._proc = None
+
+
+def runner_root(runner: str) -> tuple[str | None, str | None]:
+    """(the sys.path entry holding the `--runner`'s top-level module or package, its file) without importing it."""
+    top = runner.partition(":")[0].split(".")[0]
+    for entry in ["", *sys.path]:
+        base = Path(entry or os.getcwd())
+        for candidate in (base / top / "__init__.py", base / f"{top}.py"):
+            if candidate.is_file():
+                return str(base.resolve()), str(candidate.resolve())
+    return None, None

@@ -1,0 +1,112 @@
+"""The scoring side's end of a streamed trace: it writes the files, and decides what in them is trusted.
+
+The agent side reports its own run: events, steps, its answer, and a description of itself (model,
+prompt protocol, parser, tools). Everything that says how the run is judged is the scoring side's:
+the RunSpec's identity, benchmark and environment fields, the ExperimentSpec, the task summary, the
+official checks and the evaluation. Manifest fields the agent side tries to set beyond its own
+description are dropped and counted (`dropped_fields`).
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any, Callable
+
+from qitos.spec.run_spec import ExperimentSpec, RunSpec
+from qitos.trace.schema import OfficialCheck, RunSummary
+from qitos.trace.writer import TraceWriter
+
+from .agent import AGENT_SPEC_FIELDS
+from .contract import safe_relative
+
+# manifest fields the agent side may set: how it describes itself
+AGENT_MANIFEST_FIELDS = frozenset({"model_id", "model_family", "prompt_protocol", "parser_name", "prompt_hash",
+                                   "tool_manifest", "tool_manifest_hash", "replay_mode"})
+MAX_ASSET_BYTES = 64 * 1024 * 1024
+
+
+class StreamError(Exception):
+    """The agent side sent something the scoring side will not write (the job ends `error`)."""
+
+
+class TraceReceiver:
+    """Applies one job's stream to its TraceWriter; `finish` writes the final manifest with trusted fields."""
+
+    def __init__(self, writer: TraceWriter, spec_for: Callable[[dict[str, Any]], RunSpec],
+                 experiment: ExperimentSpec | None, task_summary: dict[str, Any]) -> None:
+        self.w, self.spec_for, self.experiment, self.task_summary = writer, spec_for, experiment, task_summary
+        self.spec: RunSpec | None = None
+        self.model_responses = 0
+        self.dropped_fields: set[str] = set()
+        self.final: tuple[str, RunSummary] | None = None
+
+    def apply(self, op: dict[str, Any]) -> None:
+        kind = op.get("op")
+        try:
+            if kind == "event":
+                self._event(op)
+            elif kind == "step":
+                self._step(op)
+            elif kind == "update":
+                self._update(dict(op.get("fields") or {}))
+            elif kind == "write_manifest":
+                if self.spec is not None:
+                    self.w.write_manifest()
+            elif kind == "finalize":
+                self.final = (str(op.get("status")), RunSummary.model_validate(op.get("summary") or {}))
+            else:
+                raise StreamError(f"unknown trace operation {kind!r}")
+        except StreamError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a malformed record from the agent side
+            raise StreamError(f"the agent side sent a trace record that cannot be written ({kind}): "
+                              f"{type(exc).__name__}: {exc}") from None
+
+    def _event(self, op: dict[str, Any]) -> None:
+        kind = str(op.get("kind"))
+        if kind == "model_response":
+            self.model_responses += 1
+        payload = op.get("payload") if isinstance(op.get("payload"), dict) else {}
+        if kind == "run_start" and self.spec is not None:  # the trusted fingerprint, not the agent side's own
+            payload = {**payload, "run_spec_ref": self.spec.fingerprint()}
+        self.w.event(kind, str(op.get("phase")), payload,
+                     step_id=op.get("step_id") if isinstance(op.get("step_id"), int) else None,
+                     ok=bool(op.get("ok", True)), error=str(op["error"]) if op.get("error") else None)
+
+    def _step(self, op: dict[str, Any]) -> None:
+        record = op.get("record")
+        if not isinstance(record, dict):
+            raise StreamError("a step record must be an object")
+        for rel, content in (op.get("assets") or {}).items():
+            data = base64.b64decode(content)
+            if len(data) > MAX_ASSET_BYTES:
+                raise StreamError(f"visual asset {rel} is larger than {MAX_ASSET_BYTES} bytes")
+            target = self.w.run_dir / safe_relative(rel)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        self.w.step(record)
+
+    def _update(self, fields: dict[str, Any]) -> None:
+        agent_spec = fields.pop("run_spec", None)
+        allowed = {k: v for k, v in fields.items() if k in AGENT_MANIFEST_FIELDS}
+        self.dropped_fields.update(k for k in fields if k not in AGENT_MANIFEST_FIELDS)
+        if isinstance(agent_spec, dict) and self.spec is None:
+            self.spec = self.spec_for({k: agent_spec.get(k) for k in AGENT_SPEC_FIELDS if k in agent_spec})
+            allowed.update(
+                run_spec={**self.spec.model_dump(mode="json"), "fingerprint": self.spec.fingerprint()},
+                experiment_spec=self.experiment.model_dump(mode="json") if self.experiment else None,
+                git_sha=self.spec.git_sha, package_version=self.spec.package_version, seed=self.spec.seed,
+                benchmark_name=self.spec.benchmark_name, benchmark_split=self.spec.benchmark_split,
+                task=self.task_summary, official_checks=[OfficialCheck(check="trace_complete", passed=False,
+                                                                       detail="run in progress")],
+            )
+        if allowed:
+            self.w.update(**allowed)
+
+    def finish(self, status: str, summary: RunSummary, checks: list[OfficialCheck],
+               evaluation: dict[str, Any] | None) -> None:
+        if self.spec is None:  # the agent side never described itself: still a complete, honest trace
+            self.spec = self.spec_for({})
+            self.w.update(run_spec={**self.spec.model_dump(mode="json"), "fingerprint": self.spec.fingerprint()},
+                          task=self.task_summary)
+        self.w.finalize(status, summary, checks, evaluation)

@@ -1,0 +1,188 @@
+"""The scoring side of one job: send the task to a fresh agent child, write what it streams, answer its calls.
+
+The agent child gets the task without gold, its input files as bytes and its public handles. Its
+stream becomes the trace (through `TraceReceiver`); its calls are answered here: completions of a
+model that lives on this side, and `adapter.serve` for what the benchmark keeps out of the agent's
+reach. The returned outcome (answer, the environment's final state) is what the adapter scores.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from qitos.core.engine import RunResult
+from qitos.core.stop import StopReason, run_status
+from qitos.core.task import Task
+from qitos.models.base import ModelError, Usage
+from qitos.spec.official import RunFacts, official_checks
+from qitos.spec.provenance import environment_summary, package_version, qitos_checkout
+from qitos.spec.run_spec import RunSpec
+from qitos.trace.schema import RunSummary
+from qitos.trace.writer import TraceWriter, new_run_id
+
+from ..base import TaskRuntime
+from .contract import AgentCallRefused, AgentJob, AgentOutcome
+from .receiver import StreamError, TraceReceiver
+from .wire import WireClosed
+
+if TYPE_CHECKING:
+    from ..job import JobContext
+
+CANCEL_GRACE_SECONDS = 30.0  # after a cancel, how long the agent side may take to end its run
+DEADLINE_GRACE_SECONDS = 120.0  # beyond the task's own time budget, before the scoring side gives up
+
+
+def trusted_run_spec(ctx: "JobContext", task: Task, description: dict[str, Any]) -> RunSpec:
+    """The RunSpec: the agent's description of itself, everything else from this side."""
+    cfg = ctx.cfg
+    sha, dirty = qitos_checkout()
+    environment = {**environment_summary(cfg.executor), "agent_side": ctx.agent_side_kind()}
+    return RunSpec(**description, environment=environment, seed=cfg.model.seed,
+                   stop_criteria={"parse_error_limit": cfg.parse_error_limit, "tool_error_limit": cfg.tool_error_limit},
+                   budget=task.budget.model_dump(), git_sha=sha, git_dirty=dirty, package_version=package_version(),
+                   **ctx.run_spec_extra())
+
+
+def agent_job(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime | None, run_id: str,
+              describe_only: bool = False) -> AgentJob:
+    cfg, adapter = ctx.cfg, ctx.adapter
+    spec = adapter.agent_env(task, runtime) if runtime is not None else None
+    files = {**adapter.agent_files(task, runtime), **(spec.files if spec else {})} if runtime is not None else {}
+    shipped = {rel: base64.b64encode(Path(host).read_bytes()).decode("ascii") for rel, host in files.items()}
+    proxied = None
+    if ctx.model_is_proxied():
+        model = ctx.probe_model()
+        proxied = {"name": model.name, "family": model.family, "provider": model.provider,
+                   "params": dict(model.params), "base_url_host": getattr(model, "base_url_host", None)}
+    return AgentJob(
+        run_id=run_id, task=task.model_copy(update={"metadata": task.public_summary()["metadata"]}), trial=trial,
+        benchmark=cfg.benchmark, split=cfg.load.split, subset=cfg.load.subset, variant=cfg.load.variant,
+        recipe=None if cfg.runner else ctx.recipe.name, runner=cfg.runner, options=cfg.recipe_options(),
+        model=cfg.model.model_dump(mode="json"), proxied_model=proxied, env=spec,
+        handles=adapter.agent_handles(task, runtime) if runtime is not None else {}, files=shipped,
+        parse_error_limit=cfg.parse_error_limit, tool_error_limit=cfg.tool_error_limit, seed=cfg.model.seed,
+        executor=cfg.executor, describe_only=describe_only)
+
+
+class _Job:
+    """One job's conversation with its agent child."""
+
+    def __init__(self, ctx: "JobContext", task: Task, runtime: TaskRuntime | None,
+                 receiver: TraceReceiver | None) -> None:
+        self.ctx, self.task, self.runtime, self.receiver = ctx, task, runtime, receiver
+        self.model = ctx.job_model() if ctx.model_is_proxied() else None
+        self.model_calls = 0
+
+    def converse(self, job: AgentJob) -> AgentOutcome:
+        channel = self.ctx.agent_host().open_job()
+        try:
+            channel.send({"t": "job", "job": job.model_dump(mode="json")})
+            budget = self.task.budget.max_runtime_seconds
+            deadline = time.monotonic() + budget + DEADLINE_GRACE_SECONDS if budget else None
+            cancelled_at: float | None = None
+            while True:
+                message = channel.recv(timeout=0.25)
+                now = time.monotonic()
+                if message is None:
+                    if self.ctx.cancel_event.is_set() and cancelled_at is None:
+                        cancelled_at = now
+                        channel.send({"t": "cancel"})
+                    if cancelled_at is not None and now - cancelled_at > CANCEL_GRACE_SECONDS:
+                        return AgentOutcome(stop_reason=StopReason.CANCELLED.value)
+                    if deadline is not None and now > deadline:
+                        return AgentOutcome(stop_reason=StopReason.BUDGET_TIME.value,
+                                            error="the agent side did not end its run within its time budget")
+                    continue
+                kind = message.get("t")
+                if kind == "op" and self.receiver is not None:
+                    self.receiver.apply(message)
+                elif kind == "call":
+                    channel.send(self._answer(message))
+                elif kind == "done":
+                    return AgentOutcome.model_validate(message.get("outcome") or {})
+                else:
+                    raise StreamError(f"unexpected message {kind!r} from the agent side")
+        except WireClosed as exc:
+            return AgentOutcome(stop_reason=StopReason.ERROR.value,
+                                error=f"the agent side ended without an outcome ({exc})")
+        finally:
+            channel.close()
+
+    def _answer(self, message: dict[str, Any]) -> dict[str, Any]:
+        call_id, method = message.get("id"), str(message.get("method"))
+        payload = message.get("payload") if isinstance(message.get("payload"), dict) else {}
+        try:
+            if method == "model.complete":
+                value = self._complete(payload)
+            elif self.runtime is None:
+                raise AgentCallRefused(f"no scoring-side service '{method}' while describing the agent")
+            else:
+                value = self.ctx.adapter.serve(self.task, self.runtime, method, payload)
+            return {"t": "reply", "id": call_id, "ok": True, "value": value}
+        except AgentCallRefused as exc:
+            return {"t": "reply", "id": call_id, "ok": False, "error": str(exc)}
+        except Exception as exc:  # noqa: BLE001 - a failing service is the agent's observation, not a crash here
+            return {"t": "reply", "id": call_id, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+
+    def _complete(self, payload: dict[str, Any]) -> dict[str, Any]:
+        if self.model is None:
+            raise AgentCallRefused("the agent's model is not served by the scoring side")
+        events: list[dict[str, Any]] = []
+        params = payload.get("params") if isinstance(payload.get("params"), dict) else {}
+        try:
+            response = self.model.complete(list(payload.get("messages") or []), payload.get("tools"),
+                                           on_event=lambda kind, data: events.append({"kind": kind, "payload": data}),
+                                           **params)
+        except ModelError as exc:
+            return {"error": str(exc), "events": events}
+        self.model_calls += 1
+        return {"response": response.model_dump(mode="json"), "events": events}
+
+
+def describe_agent(ctx: "JobContext", task: Task, runtime: TaskRuntime | None) -> AgentOutcome:
+    """Build the agent for `task` on the agent side without running it: what it says it is (for the RunSpec)."""
+    job = agent_job(ctx, task, 0, runtime, run_id="describe", describe_only=True)
+    return _Job(ctx, task, runtime, None).converse(job)
+
+
+def run_split(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime, trace_logdir: Path,
+              verdict: Any) -> RunResult:
+    """Run one job across the boundary; `verdict` (the adapter's evaluation) sees the result before the final write."""
+    writer = TraceWriter(trace_logdir, new_run_id(ctx.cfg.benchmark, task.id, trial))
+    writer.sync_at_end = False  # the result row's flush, right after, covers the trace
+    receiver = TraceReceiver(writer, lambda d: trusted_run_spec(ctx, task, d), ctx.experiment, task.public_summary())
+    conversation = _Job(ctx, task, runtime, receiver)
+    started = time.monotonic()
+    try:
+        outcome = conversation.converse(agent_job(ctx, task, trial, runtime, writer.run_id))
+    except StreamError as exc:
+        outcome = AgentOutcome(stop_reason=StopReason.ERROR.value, error=str(exc))
+    try:
+        reason = StopReason(outcome.stop_reason)
+    except ValueError:
+        reason, outcome.error = StopReason.ERROR, f"the agent side reported an unknown stop reason {outcome.stop_reason!r}"
+    summary = receiver.final[1] if receiver.final else RunSummary()
+    status = run_status(reason)  # from the stop reason, whatever status the agent side wrote
+    summary = summary.model_copy(update={"stop_reason": reason.value, "failure_report": summary.failure_report
+                                         or outcome.failure or ({"message": outcome.error} if outcome.error else None)})
+    if summary.latency_seconds == 0:
+        summary.latency_seconds = round(time.monotonic() - started, 6)
+    if receiver.spec is None:
+        receiver.spec = trusted_run_spec(ctx, task, outcome.description or {})
+    calls = conversation.model_calls if ctx.model_is_proxied() else receiver.model_responses
+    usage = Usage(**summary.token_usage.model_dump())
+    result = RunResult(run_id=writer.run_id, run_dir=str(writer.run_dir), status=run_status(reason), stop_reason=reason,
+                       final_answer=outcome.final_answer if outcome.final_answer is not None else summary.final_result,
+                       steps=outcome.steps or summary.steps, usage=usage, cost=summary.cost,
+                       latency_seconds=summary.latency_seconds, error=outcome.error,
+                       run_spec_ref=receiver.spec.fingerprint(), final_state=outcome.final_state)
+    evaluation = verdict(result) if reason is not StopReason.CANCELLED else None
+    ctx.record_closure(writer.run_dir, outcome.closure)
+    facts = RunFacts(model_calls=calls, isolation=ctx.isolation())
+    checks = official_checks(receiver.spec, ctx.experiment, writer.integrity(), facts)
+    receiver.finish(status, summary, checks, evaluation)
+    result.official_run = all(c.passed for c in checks)
+    return result

@@ -1,0 +1,189 @@
+"""The agent host: a warm process that forks one fresh child per job. Runs inside the confinement.
+
+`python -m qitos.benchmark.sides.zygote <control fd> <warm module>...` imports the engine, the
+benchmark's recipes and the `--runner` module once, then waits on its control socket. Each job's
+socket arrives as a passed file descriptor; the host forks, and the child:
+
+1. gives itself a private mount namespace with an empty tmpfs on /tmp/work (its work dir, home and
+   TMPDIR), so no sibling job sees its files, and makes itself non-dumpable, so no sibling can read its memory
+   or /proc entries;
+2. drops every capability (the host keeps CAP_SYS_ADMIN in its own user namespace only for step 1)
+   and sets no_new_privs;
+3. reads its job, runs it (`agent.run_agent_job`) and exits.
+
+The host never reads a job: tasks go straight to the child that runs them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import sys
+import threading
+import traceback
+from pathlib import Path
+from typing import Any
+
+_libc = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWNS = 0x00020000
+MS_REC, MS_PRIVATE = 0x4000, 1 << 18
+PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP = 4, 38, 24
+WORK = Path("/tmp/work")
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def isolate_child(private_mounts: bool) -> None:
+    """Private /tmp, non-dumpable, no capabilities, no new privileges."""
+    _check(_libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
+    if private_mounts:
+        _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+        _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+        _check(_libc.mount(b"tmpfs", str(WORK).encode(), b"tmpfs", 0, b"mode=0700"), f"mount tmpfs {WORK}")
+        for cap in range(64):
+            if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == 22:  # EINVAL: past the last
+                break
+        header, data = _CapHeader(0x20080522, 0), (_CapData * 2)()
+        _check(_libc.syscall(126 if os.uname().machine == "x86_64" else 91, ctypes.byref(header), data), "capset")
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+
+
+def _child(sock: socket.socket, private_mounts: bool) -> int:
+    from .agent import run_agent_job
+    from .contract import AgentJob, AgentOutcome
+    from .wire import Channel
+
+    channel = Channel(sock)
+    try:
+        isolate_child(private_mounts)
+        for sub in ("home", "tmp"):
+            (WORK / sub).mkdir(exist_ok=True)
+        os.environ["HOME"] = str(WORK / "home")
+        os.environ["TMPDIR"] = str(WORK / "tmp")
+        import tempfile
+
+        tempfile.tempdir = None  # recomputed from TMPDIR
+        os.chdir(WORK)
+        first = channel.recv()
+        if not first or first.get("t") != "job":
+            return 2
+        job = AgentJob.model_validate(first["job"])
+        link = _Link(channel)
+        link.start()
+        outcome = run_agent_job(job, link, lambda op: channel.send({"t": "op", **op}), WORK, link.cancel)
+        channel.send({"t": "done", "outcome": outcome.model_dump(mode="json")})
+        return 0
+    except BaseException as exc:  # noqa: BLE001 - the scoring side records why the agent side failed
+        try:
+            channel.send({"t": "done", "outcome": AgentOutcome(
+                stop_reason="error", error=f"{type(exc).__name__}: {exc}",
+                failure={"type": type(exc).__name__, "message": str(exc),
+                         "traceback": traceback.format_exc()}).model_dump(mode="json")})
+        except Exception:  # noqa: BLE001 - the connection is gone: nothing more to say
+            pass
+        return 1
+
+
+class _Link:
+    """Calls to the scoring side, and the reader that routes replies and cancellation."""
+
+    def __init__(self, channel: Any) -> None:
+        self.channel = channel
+        self.cancel = threading.Event()
+        self._replies: dict[int, Any] = {}
+        self._ready = threading.Condition()
+        self._next = 0
+        self._closed = False
+
+    def start(self) -> None:
+        threading.Thread(target=self._read, name="qitos-agent-link", daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            while True:
+                message = self.channel.recv()
+                if message is None:
+                    continue
+                if message.get("t") == "cancel":
+                    self.cancel.set()
+                elif message.get("t") == "reply":
+                    with self._ready:
+                        self._replies[int(message["id"])] = message
+                        self._ready.notify_all()
+        except Exception:  # noqa: BLE001 - the scoring side went away: stop the run
+            self.cancel.set()
+            with self._ready:
+                self._closed = True
+                self._ready.notify_all()
+
+    def call(self, method: str, payload: dict[str, Any] | None = None) -> Any:
+        from .contract import AgentCallRefused
+
+        with self._ready:
+            self._next += 1
+            call_id = self._next
+        self.channel.send({"t": "call", "id": call_id, "method": method, "payload": payload or {}})
+        with self._ready:
+            while call_id not in self._replies:
+                if self._closed:
+                    raise ConnectionError("the scoring side closed the connection")
+                self._ready.wait(0.5)
+            reply = self._replies.pop(call_id)
+        if not reply.get("ok"):
+            raise AgentCallRefused(str(reply.get("error")))
+        return reply.get("value")
+
+
+def serve(control_fd: int, warm: list[str], private_mounts: bool) -> None:
+    """Fork a child per job socket received on the control socket; exit when it closes."""
+    import importlib
+
+    for name in warm:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the job that needs it reports the import error itself
+            pass
+    from qitos.spec.provenance import environment_summary, qitos_checkout
+
+    qitos_checkout(), environment_summary("local")  # computed once here, inherited by every child
+    import gc
+
+    gc.freeze()
+    WORK.mkdir(parents=True, exist_ok=True)  # each child mounts its own empty tmpfs here
+    control = socket.socket(fileno=control_fd)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    control.send(b"R")  # ready
+    while True:
+        try:
+            _, fds, _, _ = socket.recv_fds(control, 16, 1)
+        except OSError:
+            return
+        if not fds:
+            return  # the scoring side closed the control socket
+        pid = os.fork()
+        if pid == 0:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the scoring side cancels through the job socket
+            control.close()
+            code = _child(socket.socket(fileno=fds[0]), private_mounts)
+            sys.stdout.flush()
+            os._exit(code)
+        os.close(fds[0])
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]), [a for a in sys.argv[3:]], sys.argv[2] == "1")
