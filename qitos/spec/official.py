@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from qitos.trace.schema import OfficialCheck
 
-from .provenance import is_package_install
+from .provenance import CheckoutState, is_package_install, qitos_checkout_state
 from .run_spec import ExperimentSpec, RunSpec
 
 NOT_REAL_MODEL_FAMILIES = frozenset({"scripted", "replay", "none"})
@@ -48,12 +48,23 @@ def check_run_spec(spec: RunSpec) -> OfficialCheck:
     return OfficialCheck(check="run_spec_complete", passed=True, detail="all identity fields recorded")
 
 
-def check_code_identified(spec: RunSpec) -> OfficialCheck:
-    """QitOS by version plus its checkout's commit (or a regular install); a --runner by file hash and repo state."""
+def check_code_identified(spec: RunSpec, checkout: CheckoutState | None = None) -> OfficialCheck:
+    """QitOS by version plus a clean checkout's commit (or a regular install); the agent by its code.
+
+    A QitOS checkout with changed tracked files or untracked .py files in the package (`spec.git_dirty`)
+    fails: the commit would not say what ran. `checkout` (default: this process's, when its commit is the
+    spec's) only names the files. A --runner is identified by its file's sha256 and its repository's state
+    (`agent_code` from `provenance.module_identity`). When `spec.agent_code["closure"]` holds the agent's import
+    closure (`code_identity.closure_identity`'s result, see that module), every file of it inside a git work
+    tree must be committed as it is ("modified" or "untracked" fail, and so does "unreadable"); a file in no
+    repository passes, identified by its sha256 with its source stored in the trace.
+    """
     problems: list[str] = []
     qitos = f"qitos {spec.package_version}"
     if spec.git_sha:
-        qitos += f" @ {spec.git_sha[:12]}" + (" (checkout has uncommitted changes)" if spec.git_dirty else "")
+        qitos += f" @ {spec.git_sha[:12]}"
+        if spec.git_dirty:
+            problems.append(_dirty_checkout(spec.git_sha, checkout))
     elif is_package_install():
         qitos += " (package install)"
     else:
@@ -75,9 +86,53 @@ def check_code_identified(spec: RunSpec) -> OfficialCheck:
                 parts.append(f"runner {code['runner']} sha256 {str(code['sha256'])[:12]} (not in a git repository)")
     elif code.get("recipe"):
         parts.append(f"recipe {code['recipe']} (QitOS)")
+    if "closure" in code:
+        closure_parts, closure_problems = _closure_findings(code["closure"])
+        parts.extend(closure_parts)
+        problems.extend(closure_problems)
     if problems:
         return OfficialCheck(check="code_identified", passed=False, detail="; ".join(problems))
     return OfficialCheck(check="code_identified", passed=True, detail="; ".join(parts))
+
+
+def _dirty_checkout(sha: str, checkout: CheckoutState | None) -> str:
+    state = checkout if checkout is not None else qitos_checkout_state()
+    if state is not None and state.commit == sha and state.dirty:
+        return (f"the QitOS checkout {state.root} has uncommitted changes ({state.describe()}): "
+                "commit them or install the package")
+    return f"the QitOS checkout @ {sha[:12]} has uncommitted changes: commit them or install the package"
+
+
+def _names(paths: list[str], limit: int = 3) -> str:
+    return ", ".join(paths[:limit]) + (f", and {len(paths) - limit} more" if len(paths) > limit else "")
+
+
+def _closure_findings(closure: object) -> tuple[list[str], list[str]]:
+    """(what identifies the agent's imported files, what is wrong with them)."""
+    files = closure.get("files") if isinstance(closure, dict) else None
+    if not isinstance(files, list) or not all(isinstance(f, dict) for f in files):
+        return [], ["the agent's import closure is malformed (expected {'files': [{path, sha256, state, ...}]})"]
+    by_state: dict[str, list[str]] = {}
+    for entry in files:
+        by_state.setdefault(str(entry.get("state")), []).append(str(entry.get("path")))
+    problems = []
+    uncommitted = [f"{p} ({state})" for state in ("modified", "untracked") for p in by_state.get(state, [])]
+    if uncommitted:
+        problems.append(f"the agent imports files not committed as they are ({_names(uncommitted)}): commit them")
+    if by_state.get("unreadable"):
+        problems.append(f"the scoring side cannot read files the agent imports ({_names(by_state['unreadable'])}): "
+                        "run the agent where its code is readable")
+    unknown = sorted(set(by_state) - {"clean", "modified", "untracked", "unreadable", "no_repository"})
+    if unknown:
+        problems.append(f"the agent's import closure has unknown file states ({', '.join(unknown)})")
+    if not files:
+        return ["agent imports: no files outside the environment and QitOS"], problems
+    repos = {str(f.get("repo")) for f in files if f.get("state") == "clean"}
+    parts = [f"agent imports: {len(by_state.get('clean', []))} file(s) committed in {len(repos)} repository(ies)"]
+    loose = by_state.get("no_repository", [])
+    if loose:
+        parts.append(f"{len(loose)} in no repository ({_names(loose)}): identified by sha256, sources kept in the trace")
+    return parts, problems
 
 
 def _benchmark_checks(spec: RunSpec, experiment: ExperimentSpec | None, facts: RunFacts) -> list[OfficialCheck]:

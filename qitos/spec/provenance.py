@@ -2,19 +2,23 @@
 
 The commit recorded is that of the checkout QitOS runs from (an editable install), never of the
 directory the user happens to run in: a run outside any repository can be official, and an empty
-`git init` proves nothing.
+`git init` proves nothing. A checkout is dirty when a tracked file differs from its commit or an untracked
+(not ignored) .py file sits inside the package, where an import would pick it up: then the commit does not
+say what ran.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import platform
 import subprocess
 import sys
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
+
+from .code_identity import file_states, module_file, porcelain
 
 KEY_DEPENDENCIES = ("pydantic", "openai", "httpx", "llama-cpp-python", "ray")
 
@@ -47,13 +51,21 @@ def git_state(cwd: str | None = None) -> tuple[str | None, bool | None]:
 
 @lru_cache(maxsize=1)
 def is_package_install() -> bool:
-    """True when qitos is installed as a regular (non-editable) distribution."""
+    """True when the qitos imported is a regular (non-editable) installed distribution's own files; a
+    source tree put first on the path (PYTHONPATH) beside an installed qitos is not identified by its version."""
     try:
         dist = metadata.distribution("qitos")
     except metadata.PackageNotFoundError:
         return False
-    direct = dist.read_text("direct_url.json") or ""
-    return '"editable": true' not in direct.replace(" ", "").replace('"editable":true', '"editable": true')
+    direct = (dist.read_text("direct_url.json") or "").replace(" ", "")
+    if '"editable":true' in direct:
+        return False
+    import qitos
+
+    try:
+        return Path(str(dist.locate_file("qitos/__init__.py"))).resolve() == Path(qitos.__file__).resolve()
+    except (OSError, TypeError, ValueError):
+        return False
 
 
 @lru_cache(maxsize=1)
@@ -78,15 +90,73 @@ def environment_summary(executor: str = "local") -> dict[str, object]:
     return {**dict(_environment_summary(executor)), "dependencies": dict(dependency_versions())}
 
 
+@dataclass(frozen=True)
+class CheckoutState:
+    """A source checkout's commit and what differs from it: tracked files changed (anywhere in the
+    checkout) and untracked, not ignored .py files inside the package, which an import would pick up."""
+
+    root: str
+    commit: str | None
+    modified: tuple[str, ...] = ()
+    untracked: tuple[str, ...] = ()
+    error: str | None = None
+
+    @property
+    def dirty(self) -> bool | None:
+        if self.commit is None:
+            return None
+        return bool(self.modified or self.untracked or self.error)
+
+    def describe(self, limit: int = 3) -> str:
+        """Up to `limit` of the differing files, e.g. 'qitos/a.py (modified), qitos/b.py (untracked), and 2 more'."""
+        names = [f"{n} (modified)" for n in self.modified] + [f"{n} (untracked)" for n in self.untracked]
+        if self.error:
+            names.insert(0, f"git status failed: {self.error}")
+        more = len(names) - limit
+        return ", ".join(names[:limit]) + (f", and {more} more" if more > 0 else "")
+
+
+def checkout_state(root: Path | str, package: str = "qitos") -> CheckoutState:
+    """The state of the checkout at `root` whose package directory is `root/package` (three git calls).
+
+    Parameterized by root so that any checkout laid out like QitOS's can be checked, not only the running one.
+    """
+    root = str(root)
+    try:
+        head = subprocess.run(["git", "rev-parse", "-q", "--verify", "HEAD^{commit}"], cwd=root, capture_output=True,
+                              text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return CheckoutState(root=root, commit=None)
+    if head.returncode != 0:
+        return CheckoutState(root=root, commit=None)
+    commit = head.stdout.strip()
+    try:
+        modified = tuple(name for _, name in porcelain(root, "--untracked-files=no"))
+        others = subprocess.run(["git", "--literal-pathspecs", "ls-files", "-z", "--others", "--exclude-standard",
+                                 "--", package], cwd=root, capture_output=True, text=True, timeout=10)
+        if others.returncode != 0:
+            raise RuntimeError(others.stderr.strip() or "git ls-files failed")
+        untracked = tuple(sorted(n for n in others.stdout.split("\0") if n.endswith(".py")))
+    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:  # unknown state: reported, and dirty
+        return CheckoutState(root=root, commit=commit, error=str(exc) or type(exc).__name__)
+    return CheckoutState(root=root, commit=commit, modified=modified, untracked=untracked)
+
+
 @lru_cache(maxsize=1)
-def qitos_checkout() -> tuple[str | None, bool | None]:
-    """(commit, dirty) of the checkout QitOS is imported from; (None, None) for a regular install."""
+def qitos_checkout_state() -> CheckoutState | None:
+    """The checkout QitOS is imported from (computed once per process); None for a regular install."""
     import qitos
 
     package_dir = Path(qitos.__file__).resolve().parent
     if is_package_install() or not (package_dir.parent / ".git").exists():
-        return None, None
-    return git_state(str(package_dir.parent))
+        return None
+    return checkout_state(package_dir.parent, package_dir.name)
+
+
+def qitos_checkout() -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the checkout QitOS is imported from; (None, None) for a regular install."""
+    state = qitos_checkout_state()
+    return (None, None) if state is None or state.commit is None else (state.commit, state.dirty)
 
 
 def _file_sha256(path: Path) -> str:
@@ -95,15 +165,19 @@ def _file_sha256(path: Path) -> str:
 
 @lru_cache(maxsize=16)
 def module_identity(module: str) -> dict[str, object]:
-    """sha256 of a `--runner` module's file and the commit and dirty state of the repository holding it."""
-    spec = importlib.util.find_spec(module)
-    origin = Path(spec.origin).resolve() if spec and spec.origin and spec.origin not in ("built-in", "frozen") else None
-    if origin is None or not origin.is_file():
+    """sha256 of a `--runner` module's file and the commit and dirty state of the repository holding it.
+
+    The file is found by path (`code_identity.module_file`), never by importing: finding a submodule
+    through the import system imports its parent packages, which would run the runner's code here.
+    Dirty means: the file is not committed as it is (modified, untracked or git-ignored), or a tracked
+    file of its repository differs from HEAD.
+    """
+    origin = module_file(module)
+    if origin is None:
         return {"module": module, "file": None, "sha256": None, "repo_commit": None, "repo_dirty": None}
     commit, dirty = git_state(str(origin.parent))
-    if commit is not None:  # dirty means: this file, or any tracked file of its repository, differs from HEAD
-        status = subprocess.run(["git", "status", "--porcelain", "--", str(origin)], cwd=str(origin.parent),
-                                capture_output=True, text=True, timeout=10)
-        dirty = bool(dirty) or bool(status.stdout.strip())
+    if commit is not None:
+        entry = file_states([origin])["files"][0]
+        dirty = bool(dirty) or entry["state"] != "clean"
     return {"module": module, "file": str(origin), "sha256": _file_sha256(origin), "repo_commit": commit,
             "repo_dirty": dirty}

@@ -50,6 +50,13 @@ def test_a_complete_unaided_run_passes_every_check() -> None:
     ("trace_complete", {"trace": (False, "2 bytes missing from events.jsonl")}),
     ("code_identified", {"spec": {**GOOD, "agent_code": {"runner": "m:f", "sha256": "b" * 64, "repo_commit": "c" * 40,
                                                            "repo_dirty": True, "file": "/x/m.py"}}}),
+    # a QitOS checkout with uncommitted changes: its commit does not say what ran
+    ("code_identified", {"spec": {**GOOD, "git_dirty": True}}),
+    # a clean runner whose import closure holds an uncommitted helper
+    ("code_identified", {"spec": {**GOOD, "agent_code": {
+        "runner": "m:f", "sha256": "b" * 64, "repo_commit": "c" * 40, "repo_dirty": False, "file": "/x/m.py",
+        "closure": {"files": [{"path": "/x/helper.py", "sha256": "d" * 64, "size": 1, "repo": "/x",
+                               "commit": "c" * 40, "state": "untracked"}]}}}}),
 ])
 def test_each_check_fails_on_its_own_cause(check: str, change: dict) -> None:
     checks = _checks(**change)
