@@ -90,7 +90,8 @@ class RecipeContext:
         """The task's gold, for oracles and other validators. Using it makes the run non-official."""
         self.oracle_used = True
         if self.oracle is None:
-            raise LookupError(f"no gold for task '{self.task.id}' (unlabeled split, or not loaded by its adapter)")
+            raise LookupError(f"no gold for task '{self.task.id}': the agent side never holds gold (a --runner that "
+                              "needs it is a validator: add --validator), or the split is unlabeled")
         return self.oracle.open()
 
 

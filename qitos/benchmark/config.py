@@ -42,6 +42,7 @@ class RunConfig(BaseModel):
     load: LoadOptions = Field(default_factory=LoadOptions)
     recipe: str | None = None
     runner: str | None = None  # "module:callable" building an AgentModule from a RecipeContext
+    validator: bool = False  # the runner takes gold (an oracle of the user's): scoring side, never official
     model: ModelConfig = Field(default_factory=ModelConfig)
     concurrency: int = 1
     trials: int = 1

@@ -35,7 +35,7 @@ def resolve_recipe(adapter: BenchmarkAdapter, cfg: RunConfig) -> Recipe:
         module, _, attr = cfg.runner.partition(":")
         if not module or not attr:
             raise BenchmarkUsageError(f"--runner '{cfg.runner}' must look like 'package.module:build_agent'")
-        if adapter.split_sides:
+        if adapter.split_sides and not cfg.validator:
             from .sides.host import runner_root
 
             if runner_root(cfg.runner)[1] is None:
@@ -47,7 +47,9 @@ def resolve_recipe(adapter: BenchmarkAdapter, cfg: RunConfig) -> Recipe:
         except (ImportError, AttributeError) as exc:
             raise BenchmarkUsageError(f"--runner '{cfg.runner}' could not be imported: {exc}") from None
         return Recipe(name=f"runner:{cfg.runner}", build=fn, description="user-supplied agent",
-                      needs_model=getattr(fn, "needs_model", True))
+                      needs_model=getattr(fn, "needs_model", True), official=not cfg.validator)
+    if cfg.validator:
+        raise BenchmarkUsageError("--validator marks a --runner that takes gold; give the --runner too")
     recipes = adapter.recipes()
     name = cfg.recipe or adapter.default_recipe
     if name not in recipes:

@@ -75,7 +75,7 @@ def test_spread_multi_values():
 def test_eval_and_export_take_several_files_after_one_flag(tmp_path):
     tasks = write_tasks(tmp_path / "tasks.jsonl", 3)
     for out in ("a.jsonl", "b.jsonl"):
-        done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:oracle",
+        done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:oracle", "--validator",
                    "--output", out, "--trace-logdir", f"runs_{out[0]}", cwd=tmp_path)
         assert done.returncode == 0, done.stderr
     report = qit("bench", "eval", "--input", "a.jsonl", "b.jsonl", "--json", cwd=tmp_path)
@@ -160,7 +160,7 @@ def test_workers_auto_follows_concurrency_and_cores():
 
 def test_workers_default_is_auto_and_bad_values_are_one_line(tmp_path):
     tasks = write_tasks(tmp_path / "tasks.jsonl", 40)
-    base = ["bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:oracle"]
+    base = ["bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:oracle", "--validator"]
     with OpenAIServer() as server:  # an endpoint model (the embedded one stays in one process)
         endpoint = ["--model-name", "served-model", "--base-url", server.base_url]
         done = qit(*base, *endpoint, "--concurrency", "32", "--output", "r.jsonl", cwd=tmp_path)
@@ -179,7 +179,7 @@ def test_workers_default_is_auto_and_bad_values_are_one_line(tmp_path):
 # -- exit codes ----------------------------------------------------------------------------------------------
 def test_partial_failure_exits_0_and_total_failure_exits_1(tmp_path):
     tasks = write_tasks(tmp_path / "tasks.jsonl", 4, crash=(1,))
-    base = ["bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:oracle"]
+    base = ["bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:oracle", "--validator"]
     partial = qit(*base, "--output", "p.jsonl", cwd=tmp_path)
     reasons = sorted(r["stop_reason"] for r in rows(tmp_path / "p.jsonl"))
     assert partial.returncode == 0 and reasons.count("error") == 1 and len(reasons) == 4, partial.stderr

@@ -34,7 +34,7 @@ def test_third_party_benchmark_through_entry_point(tmp_path):
     listed = qit("bench", "list", "--json", cwd=tmp_path, env=env)
     entry = next(e for e in json.loads(listed.stdout) if e["name"] == "countdown")
     assert entry["splits"] == {"test": 10} and entry["can_run"]
-    done = qit("bench", "run", "-b", "countdown", "--runner", "tests.support.runners:oracle", "--output", "r.jsonl",
+    done = qit("bench", "run", "-b", "countdown", "--runner", "tests.support.runners:oracle", "--validator", "--output", "r.jsonl",
                cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
     assert sum(r["success"] for r in rows(tmp_path / "r.jsonl")) == 10
@@ -43,7 +43,7 @@ def test_third_party_benchmark_through_entry_point(tmp_path):
 def test_compare_results_example(tmp_path):
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(json.dumps({"id": f"t{i}", "question": "q", "answer": "a"}) + "\n" for i in range(3)))
-    assert qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:oracle",
+    assert qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:oracle", "--validator",
                "--output", "a.jsonl", cwd=tmp_path).returncode == 0
     b = [dict(r, success=(r["task_id"] != "t1")) for r in rows(tmp_path / "a.jsonl")]
     (tmp_path / "b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in b))

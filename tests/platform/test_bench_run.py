@@ -14,7 +14,7 @@ RUNNER = "tests.support.runners:oracle"
 
 def test_concurrent_trials_and_error_isolation(tmp_path):
     tasks = write_tasks(tmp_path / "tasks.jsonl", 6, crash=(2,))
-    done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", RUNNER, "--trials", "3", "--concurrency", "4",
+    done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", RUNNER, "--validator", "--trials", "3", "--concurrency", "4",
                "--output", "r.jsonl", "--model-name", "local", cwd=tmp_path, env={"QITOS_TEST_DELAY": "0.05"})
     assert done.returncode == 0, done.stderr
     out = rows(tmp_path / "r.jsonl")
@@ -38,7 +38,7 @@ def test_concurrent_trials_and_error_isolation(tmp_path):
 
 def test_rerun_resumes_and_retry_errors(tmp_path):
     tasks = write_tasks(tmp_path / "tasks.jsonl", 4, crash=(1,))
-    args = ["bench", "run", "-b", "jsonl", "--root", tasks, "--runner", RUNNER, "--output", "r.jsonl"]
+    args = ["bench", "run", "-b", "jsonl", "--root", tasks, "--runner", RUNNER, "--validator", "--output", "r.jsonl"]
     assert qit(*args, cwd=tmp_path).returncode == 0
     again = qit(*args, cwd=tmp_path)
     assert "0 to run, 4 already done" in again.stdout
@@ -51,7 +51,7 @@ def test_rerun_resumes_and_retry_errors(tmp_path):
 
 def test_results_of_another_runspec_are_refused(tmp_path):
     tasks = write_tasks(tmp_path / "tasks.jsonl", 2)
-    base = ["bench", "run", "-b", "jsonl", "--root", tasks, "--runner", RUNNER, "--output", "r.jsonl"]
+    base = ["bench", "run", "-b", "jsonl", "--root", tasks, "--runner", RUNNER, "--validator", "--output", "r.jsonl"]
     assert qit(*base, cwd=tmp_path).returncode == 0
     refused = qit(*base, "--max-steps", "3", cwd=tmp_path)
     assert refused.returncode == 2 and "another configuration" in refused.stderr and "--force" in refused.stderr
@@ -62,7 +62,7 @@ def test_results_of_another_runspec_are_refused(tmp_path):
 def _start_batch(tmp_path, n=12, delay="0.4"):
     tasks = write_tasks(tmp_path / "tasks.jsonl", n)
     args = [sys.executable, "-m", "qitos.cli.qit", "bench", "run", "-b", "jsonl", "--root", str(tasks), "--runner",
-            "tests.support.runners:slow_oracle", "--concurrency", "2", "--output", "r.jsonl"]
+            "tests.support.runners:slow_oracle", "--validator", "--concurrency", "2", "--output", "r.jsonl"]
     env = {**__import__("os").environ, "PYTHONPATH": str(REPO), "QITOS_TEST_DELAY": delay}
     proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
@@ -106,7 +106,7 @@ def test_ctrl_c_cancels_in_flight_and_prints_summary(tmp_path):
 
 def test_dry_run_executes_nothing(tmp_path):
     tasks = write_tasks(tmp_path / "tasks.jsonl", 3)
-    done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", RUNNER, "--dry-run", "--output", "r.jsonl",
+    done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", RUNNER, "--validator", "--dry-run", "--output", "r.jsonl",
                cwd=tmp_path)
     assert done.returncode == 0 and "dry run: nothing executed" in done.stdout
     assert not (tmp_path / "r.jsonl").exists()
@@ -119,20 +119,20 @@ def test_bad_flags_are_clear(tmp_path):
         (["-b", "jsonl", "--root", "missing.jsonl"], "no such file"),
         (["-b", "jsonl", "--root", tasks, "--recipe", "zzz"], "has no recipe 'zzz'"),
         (["-b", "jsonl", "--root", tasks, "--runner", "nomodule"], "must look like"),
-        (["-b", "jsonl", "--root", tasks, "--task-ids", "t0,bogus", "--runner", RUNNER], "unknown task id"),
+        (["-b", "jsonl", "--root", tasks, "--task-ids", "t0,bogus", "--runner", RUNNER, "--validator"], "unknown task id"),
     ]
     for args, message in cases:
         done = qit("bench", "run", *args, cwd=tmp_path)
         assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "question": "q"}\n{oops\n')
-    done = qit("bench", "run", "-b", "jsonl", "--root", bad, "--runner", RUNNER, cwd=tmp_path)
+    done = qit("bench", "run", "-b", "jsonl", "--root", bad, "--runner", RUNNER, "--validator", cwd=tmp_path)
     assert done.returncode == 2 and "bad.jsonl line 2" in done.stderr
 
 
 def test_worker_processes_give_the_rows_threads_give(tmp_path):
     tasks = write_tasks(tmp_path / "tasks.jsonl", 8, crash=(3,))
-    base = ["bench", "run", "-b", "jsonl", "--root", tasks, "--runner", RUNNER, "--trials", "2", "--concurrency", "4"]
+    base = ["bench", "run", "-b", "jsonl", "--root", tasks, "--runner", RUNNER, "--validator", "--trials", "2", "--concurrency", "4"]
     threads = qit(*base, "--output", "threads.jsonl", "--trace-logdir", "runs_threads", cwd=tmp_path)
     workers = qit(*base, "--workers", "2", "--output", "workers.jsonl", "--trace-logdir", "runs_workers", cwd=tmp_path)
     assert threads.returncode == 0 and workers.returncode == 0, workers.stderr
@@ -157,7 +157,7 @@ def test_worker_processes_give_the_rows_threads_give(tmp_path):
 def test_ctrl_c_with_worker_processes_cancels_and_resumes(tmp_path):
     tasks = write_tasks(tmp_path / "tasks.jsonl", 12)
     args = [sys.executable, "-m", "qitos.cli.qit", "bench", "run", "-b", "jsonl", "--root", str(tasks), "--runner",
-            "tests.support.runners:slow_oracle", "--concurrency", "4", "--workers", "2", "--output", "r.jsonl"]
+            "tests.support.runners:slow_oracle", "--validator", "--concurrency", "4", "--workers", "2", "--output", "r.jsonl"]
     env = {**__import__("os").environ, "PYTHONPATH": str(REPO), "QITOS_TEST_DELAY": "1.0"}
     # its own process group, like a terminal's foreground job: Ctrl-C reaches the parent and every worker
     proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -185,7 +185,7 @@ def test_ctrl_c_with_worker_processes_cancels_and_resumes(tmp_path):
 
 def test_bad_worker_flags_are_clear(tmp_path):
     tasks = write_tasks(tmp_path / "tasks.jsonl", 2)
-    base = ["bench", "run", "-b", "jsonl", "--root", tasks, "--runner", RUNNER]
+    base = ["bench", "run", "-b", "jsonl", "--root", tasks, "--runner", RUNNER, "--validator"]
     for args, message in [(["--workers", "0"], "--workers must be at least 1"),
                           (["--workers", "3", "--concurrency", "2"], "exceeds --concurrency 2"),
                           (["--workers", "2", "--concurrency", "2", "--executor", "ray"], "for the local executor")]:
@@ -199,7 +199,7 @@ def test_an_evaluator_crash_is_a_row_and_the_trace_is_still_final(tmp_path, monk
     from qitos.benchmark.runner import execute_batch, plan_batch
 
     tasks = write_tasks(tmp_path / "tasks.jsonl", 2)
-    plan = plan_batch(RunConfig(benchmark="jsonl", load=LoadOptions(root=tasks), runner=RUNNER,
+    plan = plan_batch(RunConfig(benchmark="jsonl", load=LoadOptions(root=tasks), runner=RUNNER, validator=True,
                                 output=tmp_path / "r.jsonl", trace_logdir=tmp_path / "runs"))
 
     def explode(task, result, runtime):

@@ -61,7 +61,7 @@ def test_eval_cli_json_and_tolerant_reading(tmp_path):
 
 def test_export_results_csv_md_and_run_html(tmp_path):
     tasks = write_tasks(tmp_path / "tasks.jsonl", 3)
-    assert qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:oracle",
+    assert qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:oracle", "--validator",
                "--output", "r.jsonl", cwd=tmp_path).returncode == 0
     csv_out = qit("bench", "export", "--input", "r.jsonl", "--format", "csv", cwd=tmp_path)
     assert csv_out.stdout.splitlines()[0].startswith("task_id,benchmark,split") and len(csv_out.stdout.splitlines()) == 4

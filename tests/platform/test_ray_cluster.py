@@ -67,7 +67,7 @@ def ray_head(tmp_path):
 
 def test_benchmark_runs_on_a_head_started_with_ray_start(tmp_path, ray_head):
     tasks = write_tasks(tmp_path / "tasks.jsonl", 4)
-    done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:oracle",
+    done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:oracle", "--validator",
                "--executor", "ray", "--ray-address", ray_head, "--concurrency", "2", "--output", "r.jsonl",
                cwd=tmp_path, env=RAY_ENV, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
@@ -81,7 +81,7 @@ def test_benchmark_runs_on_a_head_started_with_ray_start(tmp_path, ray_head):
 def test_no_cluster_at_the_address_is_one_line_with_the_fix(tmp_path):
     tasks = write_tasks(tmp_path / "tasks.jsonl", 2)
     port = free_port()  # nothing listens there
-    done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:oracle",
+    done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:oracle", "--validator",
                "--executor", "ray", "--ray-address", f"127.0.0.1:{port}", "--output", "r.jsonl", cwd=tmp_path,
                env=RAY_ENV, timeout=300)
     assert done.returncode == 2, done.stdout + done.stderr

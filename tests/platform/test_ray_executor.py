@@ -16,7 +16,7 @@ def comparable(path):
 
 def test_ray_rows_match_local(tmp_path):
     tasks = write_tasks(tmp_path / "tasks.jsonl", 5)
-    base = ["bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:oracle", "--trials", "2"]
+    base = ["bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:oracle", "--validator", "--trials", "2"]
     local = qit(*base, "--output", "local.jsonl", "--trace-logdir", "runs_local", cwd=tmp_path)
     assert local.returncode == 0, local.stderr
     ray_run = qit(*base, "--output", "ray.jsonl", "--trace-logdir", "runs_ray", "--executor", "ray", "--concurrency", "4",

@@ -163,7 +163,7 @@ def make_results(root: Path, logdir: Path) -> list[Path]:
                              for i in range(6)))
     out = []
     for name, runner in (("oracle.jsonl", "tests.support.runners:oracle"), ("half.jsonl", "tests.qita.runners:half_oracle")):
-        done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", runner, "--output", root / name,
+        done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", runner, "--validator", "--output", root / name,
                    "--trace-logdir", logdir, "--concurrency", "2", cwd=root)
         assert done.returncode == 0, done.stderr
         out.append(root / name)

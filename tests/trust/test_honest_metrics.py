@@ -52,7 +52,7 @@ def test_rows_of_different_configurations_never_merge() -> None:
 
 
 def _run(tmp_path: Path, tasks: Path, out: str, *extra: str) -> None:
-    done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:oracle",
+    done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:oracle", "--validator",
                "--output", out, *extra, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
 
@@ -76,12 +76,12 @@ def test_eval_of_two_configurations_shows_two_labelled_groups_and_loses_no_row(t
 
 def test_bad_input_is_reported(tmp_path: Path) -> None:
     tasks = write_tasks(tmp_path / "tasks.jsonl", 3)
-    limit = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:oracle",
+    limit = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:oracle", "--validator",
                 "--limit", "-1", cwd=tmp_path)
     assert limit.returncode == 2 and "--limit -1" in limit.stderr and not (tmp_path / "results").exists()
 
     _run(tmp_path, tasks, "r.jsonl")
-    refused = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:oracle",
+    refused = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:oracle", "--validator",
                   "--output", "r.jsonl", "--seed", "1", cwd=tmp_path)
     assert refused.returncode == 2 and "seed 0 -> 1" in refused.stderr, refused.stderr
 

@@ -125,7 +125,7 @@ def test_the_cli_runs_record_both_sides(tmp_path: Path) -> None:
     """End to end: an oracle runner fails agent_unaided (and only the aided-related checks), and the manifest
     records the runner's code identity."""
     tasks = write_tasks(tmp_path / "tasks.jsonl", 2)
-    done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:oracle",
+    done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:oracle", "--validator",
                "--output", "r.jsonl", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     manifest = json.loads((tmp_path / rows(tmp_path / "r.jsonl")[0]["trace_run_dir"] / "manifest.json").read_text())

@@ -79,7 +79,7 @@ def test_oracles_still_score_and_say_they_were_aided(benchmark: str, tau_data: P
     if benchmark == "jsonl":
         tasks = tmp_path / "tasks.jsonl"
         tasks.write_text("".join(json.dumps({"id": f"q{i}", "question": "?", "answer": str(i)}) + "\n" for i in range(3)))
-        args = ["--root", str(tasks), "--runner", "tests.support.runners:oracle"]
+        args = ["--root", str(tasks), "--runner", "tests.support.runners:oracle", "--validator"]
     else:
         args = ["--subset", "retail", "--limit", "3", "--recipe", "oracle", "--data-dir", str(tau_data.parent)]
     done = qit("bench", "run", "--benchmark", benchmark, *args, "--output", "r.jsonl", cwd=tmp_path)
