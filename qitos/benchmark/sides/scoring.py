@@ -155,6 +155,7 @@ def run_split(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime, t
     writer.sync_at_end = False  # the result row's flush, right after, covers the trace
     receiver = TraceReceiver(writer, lambda d: trusted_run_spec(ctx, task, d), ctx.experiment, task.public_summary())
     conversation = _Job(ctx, task, runtime, receiver)
+    runtime.trace_event = lambda kind, payload: writer.event(kind, "ACT", payload)  # scoring-side services' events
     started = time.monotonic()
     try:
         outcome = conversation.converse(agent_job(ctx, task, trial, runtime, writer.run_id))
