@@ -188,6 +188,11 @@ class BenchmarkAdapter:
     def prepare(self, task: Task, trial: int, load: LoadOptions, workdir: Path) -> TaskRuntime:
         return TaskRuntime(workdir=workdir)
 
+    def prepare_scoring_side(self, task: Task, trial: int, load: LoadOptions, workdir: Path) -> TaskRuntime:
+        """`prepare` for a job whose agent runs on the agent side: only what the scoring side needs (services,
+        a VM, gold-holding checkers); families that build the agent's tools in `prepare` override this."""
+        return self.prepare(task, trial, load, workdir)
+
     def probe_runtime(self, task: Task, load: LoadOptions, workdir: Path) -> TaskRuntime:
         """A runtime good enough to build the recipe's agent (to learn the RunSpec) without side effects.
 

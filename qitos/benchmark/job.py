@@ -255,7 +255,8 @@ def run_job(ctx: JobContext, task: Task, trial: int, trace_logdir: Path | None =
     runtime: TaskRuntime | None = None
     try:
         try:
-            runtime = adapter.prepare(task, trial, cfg.load, workdir)
+            prepare = adapter.prepare_scoring_side if ctx.split else adapter.prepare
+            runtime = prepare(task, trial, cfg.load, workdir)
         except Exception as exc:  # noqa: BLE001 - setup failures are rows, not crashes
             return _row(ctx, task, trial, StopReason.SETUP_FAILED.value,
                         error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")

@@ -99,8 +99,17 @@ class SandboxSetupError(RuntimeError):
     """bwrap is usable but could not build this particular sandbox (e.g. a bind path vanished)."""
 
 
+def _proc_args() -> list[str]:
+    """A fresh /proc for the command's pid namespace; inside the confined agent host (a sandbox already), the
+    host's own /proc read-only: the kernel refuses a new procfs under bwrap's locked /proc overmounts, and the
+    agent host's /proc shows only agent-side processes."""
+    if os.environ.get("QITOS_AGENT_SIDE") == "1":
+        return ["--ro-bind", "/proc", "/proc"]
+    return ["--proc", "/proc"]
+
+
 def _probe_args(bwrap: str, extra: Sequence[str]) -> list[str]:
-    return [bwrap, *_system_mounts(), "--proc", "/proc", "--dev", "/dev", *extra, "--", "/bin/sh", "-c", "exit 0"]
+    return [bwrap, *_system_mounts(), *_proc_args(), "--dev", "/dev", *extra, "--", "/bin/sh", "-c", "exit 0"]
 
 
 def _run_probe(bwrap: str, extra: Sequence[str]) -> tuple[bool, str]:
@@ -333,7 +342,7 @@ class BwrapSandbox:
         if not self.network:
             args.append("--unshare-net")
         args += _system_mounts()
-        args += ["--proc", "/proc", "--dev", "/dev"]
+        args += [*_proc_args(), "--dev", "/dev"]
         real_dirs = [f"/{n}" for n in _ROOT_LINKS if Path(f"/{n}").is_dir() and not Path(f"/{n}").is_symlink()]
         read_only = ["/usr", *real_dirs]
         network_etc = tuple(n for n in _NETWORK_ETC_ENTRIES if n != "hosts" or not self.hosts)

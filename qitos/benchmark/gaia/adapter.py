@@ -10,6 +10,9 @@ Answers: the agent's final answer is read with `extract_final_answer` (text afte
 `FINAL ANSWER:`), falling back to the whole final answer when it has no marker (the
 react_text_v1 parser already consumed the marker, or a tool-calling model answered plainly).
 Test-split rows (answer "?") are run and exported for the leaderboard but never scored.
+
+Sides: this module and `scorer.py` are the scoring side; `agent_env.py` (the tools over shipped copies
+of the attachments) and the recipes run on the agent side.
 """
 
 from __future__ import annotations
@@ -136,6 +139,7 @@ class GaiaAdapter(BenchmarkAdapter):
     description = "GAIA general-assistant questions (your own copy), quasi-exact match by level"
     default_split = "validation"
     default_recipe = "react"
+    split_sides = True  # the agent and its tools on the agent side (agent_env.py), the answer scored here
     scorer_official = True
     scorer_note = "GAIA's published quasi-exact-match rules (question_scorer), ported case by case"
 
@@ -199,10 +203,35 @@ class GaiaAdapter(BenchmarkAdapter):
         return Budget(max_steps=30)
 
     # -- one task ----------------------------------------------------------------------------------
+    # -- agent side (see agent_env.py): the tools run there, over shipped copies of the attachments --
+    def agent_handles(self, task: Task, runtime: TaskRuntime) -> dict[str, Any]:
+        return {}
+
+    def agent_env(self, task: Task, runtime: TaskRuntime):
+        from ..sides.contract import AgentEnvSpec
+        from .runtime import web_config
+
+        web = web_config()
+        return AgentEnvSpec(factory="qitos.benchmark.gaia.agent_env:build", kwargs={
+            "attachments": [Path(r.path).name for r in task.resources if r.kind == "file"],
+            "web": None if web is None else {**web.model_dump(mode="json"),
+                                            "api_key": web.api_key.get_secret_value() if web.api_key else None}})
+
+    def agent_network(self, load: LoadOptions) -> bool:
+        from .runtime import web_config
+
+        try:
+            return web_config() is not None
+        except ValueError:
+            return False
+
     def prepare(self, task: Task, trial: int, load: LoadOptions, workdir: Path) -> TaskRuntime:
         from .runtime import build_runtime, web_config
 
-        return build_runtime(task, workdir, web_config())
+        return build_runtime(task, workdir, web_config())  # in one process (oracles)
+
+    def prepare_scoring_side(self, task: Task, trial: int, load: LoadOptions, workdir: Path) -> TaskRuntime:
+        return TaskRuntime(workdir=workdir)  # the tools are built on the agent side
 
     def cleanup(self, runtime: TaskRuntime) -> None:
         from .runtime import close_runtime

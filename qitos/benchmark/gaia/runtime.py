@@ -21,7 +21,7 @@ from .tools import _interpreter_binds, gaia_tools
 from .web import WebConfig
 
 __all__ = ["TOOLSET_VERSION", "python_status", "python_requirement", "web_requirement", "web_config", "toolset_name",
-           "build_runtime", "close_runtime"]
+           "build_runtime", "tools_runtime", "close_runtime"]
 
 TOOLSET_VERSION = "gaia_tools_v1"
 PYTHON_TIMEOUT_SECONDS = 60
@@ -84,8 +84,14 @@ def _python_off(tool: Tool, reason: str) -> Tool:
 
 def build_runtime(task: Task, workdir: Path, web: WebConfig | None, *,
                   python_timeout_seconds: int = PYTHON_TIMEOUT_SECONDS) -> TaskRuntime:
-    """Copy the task's attachments into `workdir` and bind the GAIA tools to it."""
-    attachments = [Path(r.path) for r in task.resources if r.kind == "file"]
+    """Copy the task's attachments into `workdir` and bind the GAIA tools to it (in one process: oracles)."""
+    return tools_runtime([Path(r.path) for r in task.resources if r.kind == "file"], workdir, web,
+                         python_timeout_seconds=python_timeout_seconds)
+
+
+def tools_runtime(attachments: list[Path], workdir: Path, web: WebConfig | None, *,
+                  python_timeout_seconds: int = PYTHON_TIMEOUT_SECONDS) -> TaskRuntime:
+    """The GAIA tools bound to `workdir`, with `attachments` copied in: on the agent side, the shipped files."""
     python_ok, reason = python_status()
     sandbox: Any = None
     if python_ok:
