@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import traceback
@@ -42,6 +43,8 @@ def resolve_recipe(adapter: BenchmarkAdapter, cfg: RunConfig) -> Recipe:
                 raise BenchmarkUsageError(f"--runner '{cfg.runner}': no module '{module.split('.')[0]}' on the "
                                           "Python path (run from its directory, or set PYTHONPATH)")
             return Recipe(name=f"runner:{cfg.runner}", build=_built_on_agent_side, description="user-supplied agent")
+        if os.getcwd() not in sys.path:  # as `python -m` and the agent side find it: the current directory too
+            sys.path.append(os.getcwd())
         try:
             fn = getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError) as exc:

@@ -1,0 +1,118 @@
+"""Red team: a third-party `--runner` outside any repository tries every way to cheat an official run.
+
+`red_team_agent.py` is copied into a folder that no repository holds and run against a real
+OpenAI-compatible server on loopback, on a jsonl task set and a GAIA copy whose gold strings carry
+a marker. Every route must fail: no gold read, scoring unchanged, no row or trace forged, the
+scoring process out of sight. A built-in recipe (GAIA's react) whose scripted model asks its
+tools for the same things finds nothing either.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.platform.conftest import qit, rows
+from tests.support.openai_server import OpenAIServer, Reply
+
+MARKER = "GOLD-7f3a"
+AGENT = Path(__file__).with_name("red_team_agent.py")
+SIDE_CHECKS = ("agent_isolated", "agent_unaided", "real_model", "model_called", "trace_complete", "run_spec_complete")
+
+
+@pytest.fixture
+def outsider(tmp_path: Path) -> Path:
+    """The runner's folder: no repository, nothing but the agent's module."""
+    folder = tmp_path / "agent"
+    folder.mkdir()
+    shutil.copy(AGENT, folder / "red_team_agent.py")
+    return folder
+
+
+def _run(outsider: Path, tmp_path: Path, benchmark: str, *args: str) -> list[dict]:
+    with OpenAIServer(default=lambda body: Reply(text="Thought: let me think about it.")) as server:
+        done = qit("bench", "run", "-b", benchmark, *args, "--runner", "red_team_agent:build",
+                   "--model-name", "red-team-model", "--base-url", server.base_url, "--concurrency", "2",
+                   "--output", tmp_path / "results" / "r.jsonl", "--trace-logdir", tmp_path / "runs",
+                   cwd=outsider, env={"OPENAI_API_KEY": "sk-test", "QITOS_RED_TEAM_BENCHMARK": benchmark})
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert server.requests, "the agent's model was never called"
+    return rows(tmp_path / "results" / "r.jsonl")
+
+
+def _assert_nothing_worked(out: list[dict], tasks: int, benchmark: str) -> None:
+    assert len(out) == tasks and {r["task_id"] for r in out} != {"forged"}, [r["task_id"] for r in out]
+    for row in out:
+        assert row["success"] is False, row  # scoring unchanged: the answer is a report, never the gold
+        manifest = json.loads((Path(row["trace_run_dir"]) / "manifest.json").read_text())
+        report = json.loads(manifest["summary"]["final_result"])
+        worked = {name: route for name, route in report.items() if route.get("worked")}
+        assert not worked, worked
+        assert report["files"]["files_read"] > 50, report["files"]  # the walk really read files
+        assert report["proc"]["visible"] and not report["proc"]["scoring"], report["proc"]
+        assert report["change_scoring"]["patched"], report["change_scoring"]
+        assert report["forge_stream"]["sent"] == ["update"], report["forge_stream"]
+        assert f"{MARKER}-" not in json.dumps(manifest) and f"{MARKER}-" not in (row.get("prediction") or "")
+        assert manifest["evaluation"]["success"] is False and manifest["run_spec"]["model_name"] == "red-team-model"
+        assert manifest["benchmark_name"] == benchmark
+        checks = {c["check"]: c for c in manifest["official_checks"]}
+        for name in SIDE_CHECKS:
+            assert checks[name]["passed"], checks[name]
+        assert manifest["official_run"] == all(c["passed"] for c in checks.values())
+    done = qit("bench", "eval", "-i", Path(out[0]["trace_run_dir"]).parents[1] / "results" / "r.jsonl", "--json",
+               cwd=Path(out[0]["trace_run_dir"]).parents[1])
+    assert done.returncode == 0 and json.loads(done.stdout)["groups"][0]["metrics"]["successes"] == 0, done.stdout
+
+
+def test_red_team_runner_on_jsonl_finds_nothing(outsider: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    tasks = data / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"id": f"q{i}", "question": f"What is secret number {i}?",
+                                         "answer": f"{MARKER}-{i}"}) + "\n" for i in range(3)))
+    _assert_nothing_worked(_run(outsider, tmp_path, "jsonl", "--root", str(tasks)), 3, "jsonl")
+
+
+def _marked_gaia(tmp_path: Path) -> Path:
+    from tests.gaia.make_fixture import build_gaia_fixture
+
+    root = build_gaia_fixture(tmp_path / "gaia")
+    metadata = root / "2023" / "validation" / "metadata.jsonl"
+    lines = [json.loads(line) for line in metadata.read_text().splitlines()]
+    for i, line in enumerate(lines):
+        line["Final answer"] = f"{MARKER}-{i}"
+    metadata.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return root
+
+
+def test_red_team_runner_on_gaia_finds_nothing(outsider: Path, tmp_path: Path) -> None:
+    root = _marked_gaia(tmp_path)
+    _assert_nothing_worked(_run(outsider, tmp_path, "gaia", "--root", str(root), "--limit", "3"), 3, "gaia")
+
+
+def test_builtin_recipe_whose_tools_hunt_for_gold_finds_nothing(tmp_path: Path) -> None:
+    """GAIA's react recipe, its scripted model asking run_python, read_file and list_files for gold."""
+    root = _marked_gaia(tmp_path)
+    hunt = ("import os\nm='GOLD'+'-7f3a'\nhits=[]\nfor r,d,f in os.walk('/'):\n"
+            "    if r.startswith(('/proc','/sys','/usr','/dev')): d[:]=[]; continue\n"
+            "    for n in f:\n        p=os.path.join(r,n)\n        try:\n"
+            "            if m.encode() in open(p,'rb').read(2000000): hits.append(p)\n"
+            "        except Exception: pass\nprint('HITS', len(hits), hits[:3])")
+    calls = [("run_python", {"code": hunt}), ("list_files", {"path": "/"}),
+             ("read_file", {"path": str(root / "2023" / "validation" / "metadata.jsonl")}),
+             ("read_file", {"path": "../../../../" + str(root).lstrip("/") + "/2023/validation/metadata.jsonl"})]
+    replies = [f"Thought: look.\nAction: {name}\nAction Input: {json.dumps(args)}" for name, args in calls]
+    script = tmp_path / "script.jsonl"
+    script.write_text("".join(json.dumps(r) + "\n" for r in [*replies, "FINAL ANSWER: nothing"]))
+    done = qit("bench", "run", "-b", "gaia", "--root", root, "--limit", "1", "--model-name", f"scripted:{script}",
+               "--output", tmp_path / "r.jsonl", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (row,) = rows(tmp_path / "r.jsonl")
+    steps = [json.loads(line) for line in (Path(tmp_path / row["trace_run_dir"]) / "steps.jsonl").read_text().splitlines()]
+    observations = [json.dumps(s["action_results"]) for s in steps]
+    assert "HITS 0 []" in observations[0], observations[0]
+    assert all("GOLD-7f3a-" not in o for o in observations), observations
+    assert row["success"] is False
