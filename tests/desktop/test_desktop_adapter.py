@@ -1,5 +1,6 @@
-"""The desktop adapter on the platform's own batch path (in process): tasks and budgets, requirements, what a
-run's trace and row hold, failure tags through the whole stack, and teardown on every path."""
+"""The desktop adapter on the platform's own batch path (scripted runs on the split path, oracles and direct Engine
+runs in process): tasks and budgets, requirements, what a run's trace and row hold, failure tags through the whole
+stack, and teardown on every path."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from qitos.benchmark.base import LoadOptions, RecipeContext
 from qitos.benchmark.config import ModelConfig, RunConfig
 from qitos.benchmark.desktop import TASKS, get_task
 from qitos.benchmark.desktop import display as display_module
+from qitos.benchmark.desktop.agent_env import RemoteDesktop
 from qitos.benchmark.desktop.engine_env import DesktopEngineEnv
 from qitos.benchmark.errors import BenchmarkUsageError
 from qitos.benchmark.registry import get_adapter
@@ -146,14 +148,16 @@ def test_screenshots_move_into_the_run_directory(tmp_path: Path) -> None:
     task = ADAPTER.load_tasks(LOAD)[0]
     runtime = ADAPTER.prepare(task, 0, LOAD, tmp_path / "work")
     env = runtime.env
-    assert isinstance(env, DesktopEngineEnv)
+    assert isinstance(env, RemoteDesktop) and isinstance(runtime.service.env, DesktopEngineEnv)
     try:
         run_dir = tmp_path / "run"
         env.act({"action_type": "MOVE_TO", "x": 3, "y": 3})
         first = env.take_visual_assets(run_dir)
         assert [a["path"] for a in first] == ["screens/step_000.png", "screens/step_001.png"]
         assert first[0]["kind"] == "initial_screenshot" and first[1]["mime_type"] == "image/png"
-        assert env.screenshot_path == run_dir / "screens" / "step_001.png"
+        # the agent keeps its own copy of the latest screenshot, named as in the trace
+        assert env.screenshot_path is not None and env.screenshot_path.name == "step_001.png"
+        assert env.screenshot_path.read_bytes() == (run_dir / "screens" / "step_001.png").read_bytes()
         assert env.take_visual_assets(run_dir) == [], "a step that did not touch the desktop has no screenshot"
         env.act("WAIT")
         assert [a["path"] for a in env.take_visual_assets(run_dir)] == ["screens/step_003.png"]
@@ -176,8 +180,9 @@ def test_desktop_is_scored_then_torn_down_whatever_ends_the_run(crash: BaseExcep
     task = ADAPTER.load_tasks(LoadOptions(split="starter", task_ids=["pick-from-list"]))[0]
     runtime = ADAPTER.prepare(task, 0, LOAD, tmp_path / "work")
     env = runtime.env
-    assert isinstance(env, DesktopEngineEnv) and env.env.desktop is not None
-    pids = env.env.desktop.pids()
+    desktop = runtime.service.env.env.desktop
+    assert isinstance(env, RemoteDesktop) and desktop is not None
+    pids = desktop.pids()
     result = Engine(CrashingOracle(env), ScriptedModel([]), env=env, trace_logdir=tmp_path / "runs").run(task)
     assert result.stop_reason in (StopReason.ERROR, StopReason.CANCELLED)
     assert all(gone(p) for p in pids), "the engine's close() must tear the desktop down"
@@ -190,8 +195,8 @@ def test_desktop_is_scored_then_torn_down_whatever_ends_the_run(crash: BaseExcep
 def test_cleanup_alone_tears_down_a_desktop_the_engine_never_ran(tmp_path: Path) -> None:
     task = ADAPTER.load_tasks(LOAD)[0]
     runtime = ADAPTER.prepare(task, 0, LOAD, tmp_path)
-    assert runtime.env is not None and runtime.env.env.desktop is not None
-    pids = runtime.env.env.desktop.pids()
+    assert runtime.env is not None and runtime.service.env.env.desktop is not None
+    pids = runtime.service.env.env.desktop.pids()
     ctx = RecipeContext(task, runtime, LOAD, {}, lambda name=None: None, oracle=ADAPTER.oracle_handle(task))
     agent = ADAPTER.recipes()["oracle"].build(ctx)
     assert agent.tools.names() == ["computer"]

@@ -180,8 +180,9 @@ def test_one_task_per_controller_at_a_time() -> None:
     assert got == ["http://b"] and leases.busy() == {"http://a", "http://b"}
 
 
-def _finished(stop: StopReason, final: str | None = None) -> SimpleNamespace:
-    return SimpleNamespace(stop_reason=stop, final_answer=final)
+def _finished(stop: StopReason, final: str | None = None, state: dict | None = None) -> SimpleNamespace:
+    """A finished run as the agent side returns it: its answer and its env's final state."""
+    return SimpleNamespace(stop_reason=stop, final_answer=final, final_state=state)
 
 
 @pytest.mark.parametrize("task_id, actions, final, score", [
@@ -203,7 +204,7 @@ def test_evaluate_scores_through_the_controller(adapter, load, monkeypatch, tmp_
             for action in actions:
                 runtime.env.step(action)
             stop = StopReason.FINAL if final else StopReason.ENV_TERMINAL
-            evaluation = adapter.evaluate(task, _finished(stop, final), runtime)
+            evaluation = adapter.evaluate(task, _finished(stop, final, runtime.env.final_state()), runtime)
         finally:
             adapter.cleanup(runtime)
     assert evaluation.score == score and evaluation.success is (score == 1.0)

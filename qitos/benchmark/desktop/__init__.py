@@ -1,6 +1,10 @@
 """Desktop starter: small computer-use tasks on a real X desktop (Xvfb + openbox + Tk apps), no VM needed.
 
 `DesktopEnv(task)` runs one task; `load_tasks()` lists them; actions follow OSWorld's computer_13 space.
+
+Sides: `agent_env.py` is the agent side (the desktop as the agent's process sees it, through the scoring link);
+`adapter.py`, `service.py`, `engine_env.py`, `env.py`, `display.py`, `tasks.py` (gold), `failures.py`, `keys.py`
+and `apps/` are the scoring side; `actions.py` and `widgets.py` are plain data both sides share.
 """
 
 from __future__ import annotations

@@ -1,4 +1,11 @@
-"""`--benchmark desktop-starter` (alias `desktop`): the desktop starter tasks through the benchmark runner.
+"""Scoring side: `--benchmark desktop-starter` (alias `desktop`), the desktop starter tasks through the runner.
+
+The two sides: `adapter.py`, `service.py`, `engine_env.py`, `env.py`, `display.py`, `tasks.py` (the checkers and
+reference plans), `failures.py` and `apps/` run on the scoring side: `prepare` starts the desktop and the app there,
+`serve` answers the agent's calls (`service.DesktopService`) and `evaluate` runs the task's checker on the app's
+state as this side reads it. `agent_env.py` is the agent side: a `RemoteDesktop` that acts and observes only
+through the link (`agent_env` describes it; the recipes in `qitos/recipes/computer_use.py` drive it). An oracle
+runs in this process on the same `RemoteDesktop`, its link calling `serve` directly.
 
 One split, `starter` (every task of `tasks.TASKS`). Each task × trial gets its own virtual desktop, started in
 `prepare` and always torn down (by the engine's `close()` when the run ends, by `cleanup` on every path).
@@ -13,6 +20,7 @@ Step budget: each task has its own (`DesktopTask.max_steps`). The runner gives e
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,9 +28,12 @@ from qitos.core.task import Budget, EnvSpec, Task
 
 from ..base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
 from ..errors import BenchmarkUsageError
+from ..sides.contract import AgentCallRefused, AgentEnvSpec
+from . import agent_env
 from .display import DesktopUnavailable, requirements
 from .engine_env import DesktopEngineEnv
 from .failures import FAILURE_TAGS
+from .service import DesktopService, DirectLink, RefusingLink
 from .tasks import TASKS, DesktopTask, get_task
 
 if TYPE_CHECKING:
@@ -51,6 +62,13 @@ def to_task(desktop_task: DesktopTask) -> Task:
     )
 
 
+@dataclass
+class DesktopRuntime(TaskRuntime):
+    """The runtime of one desktop task; `service` (the desktop, scoring side) is None for a probe."""
+
+    service: DesktopService | None = None
+
+
 class DesktopAdapter(BenchmarkAdapter):
     name = "desktop-starter"
     description = "Desktop starter: computer-use tasks on a real X desktop (Xvfb + openbox + Tk apps), no VM"
@@ -59,6 +77,7 @@ class DesktopAdapter(BenchmarkAdapter):
     deterministic_env = False
     scorer_official = True
     scorer_note = "QitOS's own starter benchmark: its checkers read the apps' real state and are the reference"
+    split_sides = True
 
     # -- discovery ---------------------------------------------------------------------------------------
     def splits(self, load: LoadOptions) -> dict[str, int | None]:
@@ -101,6 +120,8 @@ class DesktopAdapter(BenchmarkAdapter):
 
     # -- one task ----------------------------------------------------------------------------------------------
     def prepare(self, task: Task, trial: int, load: LoadOptions, workdir: Path) -> TaskRuntime:
+        """Start the task's desktop and app here (scoring side); `runtime.env` is the agent side's view of it,
+        linked straight to `serve` for runs in this process (oracles)."""
         missing = requirements()
         if missing:
             return TaskRuntime(workdir=workdir, unavailable="desktop tasks need: " + "; ".join(missing))
@@ -109,15 +130,58 @@ class DesktopAdapter(BenchmarkAdapter):
         if batch_steps is not None and batch_steps < desktop_task.max_steps:
             desktop_task = desktop_task.model_copy(update={"max_steps": batch_steps})
         try:
-            env = DesktopEngineEnv.launch(desktop_task, workdir / "desktop", width=SCREEN[0], height=SCREEN[1])
+            desktop = DesktopEngineEnv.launch(desktop_task, workdir / "desktop", width=SCREEN[0], height=SCREEN[1])
         except DesktopUnavailable as exc:
             return TaskRuntime(workdir=workdir, unavailable=str(exc))
-        return TaskRuntime(env=env, workdir=workdir, handles={"desktop_task": desktop_task.id})
+        runtime = DesktopRuntime(workdir=workdir, handles={"desktop_task": desktop_task.id})
+        runtime.service = DesktopService(desktop, lambda: runtime.trace_event)
+        agent = agent_env.build(workdir=workdir / "agent", link=DirectLink(self, task, runtime),
+                                **self._agent_kwargs(task, runtime))
+        runtime.env = agent.env
+        return runtime
+
+    def probe_runtime(self, task: Task, load: LoadOptions, workdir: Path) -> TaskRuntime:
+        """Enough to build the agent (for the RunSpec): no desktop is started."""
+        missing = requirements()
+        if missing:
+            return TaskRuntime(workdir=workdir, unavailable="desktop tasks need: " + "; ".join(missing))
+        runtime = DesktopRuntime(workdir=workdir, handles={"desktop_task": task.id})
+        runtime.env = agent_env.build(workdir=workdir / "agent", link=RefusingLink(),
+                                      **self._agent_kwargs(task, runtime)).env
+        return runtime
+
+    @staticmethod
+    def _agent_kwargs(task: Task, runtime: TaskRuntime) -> dict[str, Any]:
+        service = getattr(runtime, "service", None)
+        if service is not None:
+            max_steps = service.max_steps
+        else:
+            max_steps = min(get_task(task.id).max_steps, task.budget.max_steps or get_task(task.id).max_steps)
+        return {"task_id": task.id, "max_steps": max_steps}
+
+    # -- the agent side's view ---------------------------------------------------------------------------------
+    def agent_env(self, task: Task, runtime: TaskRuntime) -> AgentEnvSpec:
+        """The agent side's `RemoteDesktop`: the task id and its step budget, nothing else (no display, no paths)."""
+        return AgentEnvSpec(factory="qitos.benchmark.desktop.agent_env:build", kwargs=self._agent_kwargs(task, runtime))
+
+    def agent_files(self, task: Task, runtime: TaskRuntime) -> dict[str, str]:
+        return {}  # the app's files stay with the app, on the scoring side
+
+    def agent_handles(self, task: Task, runtime: TaskRuntime) -> dict[str, Any]:
+        return {}
+
+    def serve(self, task: Task, runtime: TaskRuntime, method: str, payload: dict[str, Any]) -> Any:
+        service = getattr(runtime, "service", None)
+        if service is None:
+            raise AgentCallRefused(f"task '{task.id}' has no desktop running (method '{method}')")
+        return service.handle(method, payload)
 
     def evaluate(self, task: Task, result: "RunResult", runtime: TaskRuntime) -> Evaluation:
-        env = runtime.env
-        if not isinstance(env, DesktopEngineEnv):
-            raise RuntimeError(f"task '{task.id}' has no desktop to score (runtime.env is {type(env).__name__})")
+        """The checker on the app's state as this side reads it (never on what the agent side returned)."""
+        service = getattr(runtime, "service", None)
+        if service is None:
+            raise RuntimeError(f"task '{task.id}' has no desktop to score (it was never started)")
+        env = service.env
         outcome = env.finish()
         last_record = next((r for r in reversed(env.env.records) if r.kind == "action"), None)
         return Evaluation(
@@ -129,8 +193,9 @@ class DesktopAdapter(BenchmarkAdapter):
                       "max_steps": env.task.max_steps})
 
     def cleanup(self, runtime: TaskRuntime) -> None:
-        if runtime.env is not None:
-            runtime.env.close()
+        service = getattr(runtime, "service", None)
+        if service is not None:
+            service.env.close()
 
     # -- aggregation -------------------------------------------------------------------------------------------
     def metrics(self, rows: list[dict[str, Any]]) -> dict[str, Any]:

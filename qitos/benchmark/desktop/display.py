@@ -1,4 +1,4 @@
-"""A private X desktop per task: Xvfb plus a window manager, always torn down.
+"""Scoring side: a private X desktop per task, Xvfb plus a window manager, always torn down.
 
 Every process is started in its own process group and killed as a group, so nothing an app spawns
 outlives the desktop. Teardown runs on normal exit, on exceptions and Ctrl-C (context manager), at
@@ -173,8 +173,10 @@ class VirtualDesktop:
             while _display_in_use(number):
                 number += 1
             attempts += 1
+            # only the socket file in this process's /tmp: no TCP, and no abstract socket, which any process in
+            # the same network namespace could reach (an agent side sharing the network must not drive the app)
             proc = self._launch(["Xvfb", f":{number}", "-screen", "0", f"{self.width}x{self.height}x{self.depth}",
-                                 "-nolisten", "tcp", "-noreset"], "xvfb", display=f":{number}")
+                                 "-nolisten", "tcp", "-nolisten", "local", "-noreset"], "xvfb", display=f":{number}")
             if self._wait_for_socket(proc, number):
                 self._xvfb, self.number, self.display = proc, number, f":{number}"
                 return

@@ -1,14 +1,16 @@
-"""`DesktopEngineEnv`: a started `DesktopEnv` as the Engine sees it.
+"""Scoring side: `DesktopEngineEnv`, a started `DesktopEnv` with the Engine's hooks and its step bookkeeping.
 
-The Engine knows nothing about desktops; it calls optional hooks on its `env`. This wrapper implements them:
+It runs in the scoring process (started by the adapter's `prepare`); the agent reaches it only through
+`service.DesktopService` (the agent side's `agent_env.RemoteDesktop` turns each action into a call). It keeps
 `is_terminal()` (DONE/FAIL given, step budget spent, desktop failed), `step_summary()` (what the last action
-did, including what changed in the app's real state), `take_visual_assets(run_dir)` (moves the screenshots the
-step produced into `<run_dir>/screens/step_NNN.png`, so a trace holds its own screenshots), `bind_events` (one
-`env_step` event per action) and `close()`.
+did, including what changed in the app's real state), the step's screenshots (`take_screenshots()`, or
+`take_visual_assets(run_dir)` for a direct Engine run), `bind_events` (one `env_step` event per action) and
+`close()`.
 
 `close()` scores the run before it tears the desktop down: the checker reads the app's state and whether the
-app is still alive, which must happen while the desktop runs (a killed app would read as a crash). The engine
-calls `close()` when its loop ends; the adapter's cleanup calls it again (idempotent) on every other path.
+app is still alive, which must happen while the desktop runs (a killed app would read as a crash). The agent
+side's `close()` asks for it when its episode ends; the adapter's cleanup calls it again (idempotent) on every
+other path.
 """
 
 from __future__ import annotations
@@ -20,19 +22,12 @@ from typing import Any, Callable
 
 from qitos.core.task import Task
 
+from .agent_env import ActionRejected
 from .env import DesktopEnv, Observation, TaskOutcome
 from .tasks import DesktopTask
 
 EventSink = Callable[[str, dict[str, Any]], None]
 SCREENS_DIR = "screens"
-
-
-class ActionRejected(RuntimeError):
-    """The environment did not run the action (invalid, off screen, episode over, desktop failure).
-
-    Raised by the agent-facing tool so the trace marks the tool call as an error; the environment has already
-    recorded the rejection for the failure taxonomy.
-    """
 
 
 class DesktopEngineEnv:
@@ -97,6 +92,16 @@ class DesktopEngineEnv:
                 self._latest = target
             assets.append({"kind": kind, "path": f"{SCREENS_DIR}/{name}", "mime_type": "image/png"})
         return assets
+
+    def take_screenshots(self) -> list[tuple[str, bytes]]:
+        """This step's screenshots as (kind, PNG bytes), in order; the files are removed (they leave with the step)."""
+        pending, self._pending = self._pending, []
+        shots: list[tuple[str, bytes]] = []
+        for kind, source in pending:
+            if source.is_file():
+                shots.append((kind, source.read_bytes()))
+                source.unlink()
+        return shots
 
     def close(self) -> None:
         """Score the run (once) while the desktop still runs, then tear the desktop down; idempotent."""

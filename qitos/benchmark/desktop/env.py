@@ -1,4 +1,4 @@
-"""`DesktopEnv`: one task on its own virtual desktop, from first screenshot to a scored, tagged outcome.
+"""Scoring side: `DesktopEnv`, one task on its own virtual desktop, from first screenshot to a scored, tagged outcome.
 
 The environment starts Xvfb + openbox + the task's app, hands out observations (a PNG screenshot, the
 published widget text, the instruction), executes computer_13 actions, and at the end scores the app's real

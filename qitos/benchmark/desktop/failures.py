@@ -1,4 +1,4 @@
-"""The desktop failure taxonomy: why a run that did not succeed failed, from what each step recorded.
+"""Scoring side: the desktop failure taxonomy: why a run that did not succeed failed, from what each step recorded.
 
 Tags (one per failed run, first rule that applies wins):
 1. execution_environment: the desktop, xdotool or the app failed (not the agent's doing).

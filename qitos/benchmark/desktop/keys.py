@@ -1,4 +1,4 @@
-"""Key names agents use (OSWorld / pyautogui style: "enter", "ctrl", "pagedown") mapped to X keysyms for xdotool.
+"""Scoring side (used by `actions.py`): key names agents use (OSWorld / pyautogui style: "enter", "ctrl", "pagedown") mapped to X keysyms for xdotool.
 
 Validation happens here, before anything reaches the desktop, so a misspelt key is an invalid action with a
 clear message rather than a keystroke xdotool silently drops.

@@ -1,4 +1,4 @@
-"""The desktop starter tasks: instruction, app setup, step budget, a checker over the app's real state, and an
+"""Scoring side (gold): the desktop starter tasks: instruction, app setup, step budget, a checker over the app's real state, and an
 oracle that computes its actions from the widgets the app publishes at run time.
 
 Checkers read only the state file (and files the app saved), never the agent's words. Oracles click centres

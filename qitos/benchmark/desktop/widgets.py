@@ -1,4 +1,4 @@
-"""What a task app publishes about itself: windows and widgets with screen bounds, and its real state.
+"""Both sides (plain data): what a task app publishes about itself: windows and widgets with screen bounds, and its real state.
 
 Both the apps (writers) and the environment (reader) use these records, so the text an agent reads, the
 oracle's click targets and the grounding check all come from one description of the screen.

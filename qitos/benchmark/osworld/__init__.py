@@ -1,5 +1,12 @@
 """OSWorld adapter core: task loading, setup-step and evaluator parsing, the official evaluators loaded from the
-OSWorld checkout, the in-VM controller client and desktop providers. The `qit bench` adapter wires these."""
+OSWorld checkout, the in-VM controller client and desktop providers. The `qit bench` adapter wires these.
+
+Sides: the agent side is `agent_env.py` (its factory), `engine_env.py` (the env), `actions.py` and
+`controller.py` (the HTTP client it acts through). Everything that holds or reads the task file's setup and
+evaluator is the scoring side: `adapter.py`, `tasks.py`, `config.py`, `evaluator.py`, `upstream.py`,
+`upstream_env.py`, `provider.py` (setup steps; the agent side uses its `ControllerProvider` to act), `downloads.py`, `chrome_setup.py`, `vm_pool.py`,
+`docker_provider.py`, `coverage.py`.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,12 @@
-"""`qit bench run --benchmark osworld`: the 369 OSWorld computer-use tasks through the QitOS runner.
+"""Scoring side: `qit bench run --benchmark osworld`, the 369 OSWorld computer-use tasks through the QitOS runner.
+
+The two sides: the agent side (`agent_env.py` builds it, `engine_env.py` and `actions.py` are its env) acts on
+the VM through the VM's controller over HTTP and gets only the instruction, the task's id, the controller's URL
+and the observation settings, which is what upstream's agent gets. The scoring side (this module, `evaluator.py`, `upstream.py`,
+`tasks.py`, `config.py`, `provider.py`'s setup steps, `downloads.py`, `vm_pool.py`, `docker_provider.py`) holds
+the task file (setup steps, evaluator, expected values), starts or leases the VM and runs the setup in
+`prepare`, and scores the VM with upstream's evaluators after the episode, reading the agent's final DONE/FAIL
+from the env's final state.
 
 Data: `--root` (an OSWorld checkout, or its `evaluation_examples`) or `<data dir>/osworld`. Splits `test_all`
 (default, 369 tasks) and `test_small` (39); `--subset chrome,os` keeps domains; task ids are
@@ -40,6 +48,8 @@ from qitos.core.task import Budget, EnvSpec, Task
 
 from ..base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
 from ..errors import BenchmarkUsageError
+from ..sides.contract import AgentEnvSpec
+from . import agent_env
 from .controller import ControllerClient
 from .engine_env import OBSERVATION_TYPES, OsworldEnv
 from .errors import OSWorldError, TaskFormatError
@@ -139,6 +149,7 @@ class OsworldAdapter(BenchmarkAdapter):
     default_recipe = "react-computer-use"
     scorer_official = True
     scorer_note = "OSWorld's desktop_env/evaluators (getters + metrics) from the task data's checkout, dispatched as DesktopEnv.evaluate"
+    split_sides = True
 
     # -- discovery -------------------------------------------------------------------------------
     def splits(self, load: LoadOptions) -> dict[str, int | None]:
@@ -281,8 +292,7 @@ class OsworldAdapter(BenchmarkAdapter):
             if callable(check):
                 check()  # an unreachable controller fails here, before any setup step
             run_setup(ow, provider, cache_dir)
-            env = OsworldEnv(agent_view(ow), provider, observation_type=observation,  # type: ignore[arg-type]
-                             settle_seconds=settle)
+            env = agent_env.build(workdir=workdir / "agent", **_agent_kwargs(ow, provider, observation, settle)).env
         except BaseException:
             lease.release()
             raise
@@ -299,14 +309,35 @@ class OsworldAdapter(BenchmarkAdapter):
         provider = None if why_not else pool.judge()
         if provider is None:
             return TaskRuntime(workdir=workdir, unavailable=why_not or NO_PROVIDER_REASON)
-        env = OsworldEnv(agent_view(self.gold(task)), provider, observation_type=observation,  # type: ignore[arg-type]
-                         settle_seconds=settle)
+        env = agent_env.build(workdir=workdir / "agent",
+                              **_agent_kwargs(self.gold(task), provider, observation, settle)).env
         return TaskRuntime(env=env, workdir=workdir, handles={})
 
+    # -- the agent side's view -----------------------------------------------------------------------
+    def agent_env(self, task: Task, runtime: TaskRuntime) -> AgentEnvSpec:
+        """The agent's env: the task id, the VM controller's URL and the observation settings, nothing else."""
+        env: OsworldEnv = runtime.env
+        return AgentEnvSpec(factory="qitos.benchmark.osworld.agent_env:build", kwargs={
+            "task_id": env.task_id, "controller_url": env.provider.client.base_url,
+            "observation_type": env.observation_type, "settle_seconds": env.settle_seconds})
+
+    def agent_files(self, task: Task, runtime: TaskRuntime) -> dict[str, str]:
+        return {}  # setup files go into the VM (prepare); nothing of the task file reaches the agent's work dir
+
+    def agent_handles(self, task: Task, runtime: TaskRuntime) -> dict[str, Any]:
+        return {}
+
+    def agent_network(self, load: LoadOptions) -> bool:
+        return True  # the VM's controller (and, as in upstream, whatever the VM's desktop reaches)
+
     def evaluate(self, task: Task, result: "RunResult", runtime: TaskRuntime) -> Evaluation:
-        env: OsworldEnv | None = runtime.env
+        """Upstream's evaluators on the VM as the scoring side's provider reads it; the agent's final DONE/FAIL
+        comes from its env's final state (`result.final_state`), or from its final answer."""
         ow = self.gold(task)
-        last = env.last_action if env is not None else None
+        state = getattr(result, "final_state", None)
+        state = state if isinstance(state, dict) else {}
+        last = _action_or_none(state.get("last_action"))
+        actions = state.get("actions") if isinstance(state.get("actions"), int) else 0
         final_as = None
         if result.stop_reason is StopReason.FINAL:
             final_as = "FAIL" if (result.final_answer or "").strip().upper() == "FAIL" else "DONE"
@@ -317,7 +348,7 @@ class OsworldAdapter(BenchmarkAdapter):
         metadata = {
             "domain": ow.domain, "example_id": ow.id, "status": outcome.status, "reason": outcome.reason,
             "metrics": [m.model_dump() for m in outcome.metrics], "notes": outcome.notes, "last_action": last,
-            "actions": len(env.actions) if env is not None else 0, "final_answer_as": final_as,
+            "actions": actions, "final_answer_as": final_as,
             "vm": getattr(runtime.handles.get("lease"), "describe", None),
         }
         return Evaluation(success=outcome.score == 1.0 if scored else None, score=outcome.score if scored else None,
@@ -367,6 +398,21 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "coverage": len(scored) / len(rows) if rows else None,
             "scored_success_rate": _rate([1.0 if r.get("success") else 0.0 for r in scored]),
             "scored_mean_score": _rate([float(r["score"]) for r in scored])}
+
+
+def _agent_kwargs(ow: OSWorldTask, provider: Any, observation: str, settle: float) -> dict[str, Any]:
+    """What the agent side's env is built from (JSON): no setup steps, no evaluator."""
+    return {"task_id": ow.task_id, "controller_url": provider.client.base_url, "observation_type": observation,
+            "settle_seconds": settle}
+
+
+def _action_or_none(value: Any) -> dict[str, Any] | str | None:
+    """The agent's last action as the evaluator reads it: a computer_13 dict or a string, else nothing."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("action_type"), str):
+        return value
+    return None
 
 
 def _close(provider: Any) -> None:

@@ -1,4 +1,4 @@
-"""The `chrome_open_tabs` setup step as upstream's SetupController runs it: connect to the VM's Chrome over the
+"""Scoring side: the `chrome_open_tabs` setup step as upstream's SetupController runs it: connect to the VM's Chrome over the
 DevTools protocol (Playwright `connect_over_cdp` at the VM's chromium port), open each URL as a new tab of the
 existing browser context and close the default tab after the first. A page that does not load in 60 s keeps its
 tab, as upstream. Connecting is retried (15 attempts, 5 s apart) while Chrome starts."""

@@ -1,4 +1,4 @@
-"""Setup and postconfig steps of OSWorld tasks: `{type, parameters}` records, validated per type.
+"""Scoring side: setup and postconfig steps of OSWorld tasks: `{type, parameters}` records, validated per type.
 
 Every step type found in the 369-task test set (and the extra task files shipped next to it) has a model
 here; parameters are strict (`extra="forbid"`) so a typo in a task file is reported instead of being

@@ -1,4 +1,4 @@
-"""HTTP client for the upstream OSWorld in-VM controller (a small Flask server on port 5000 inside the VM).
+"""Both sides: HTTP client for the upstream OSWorld in-VM controller (a small Flask server on port 5000 inside the VM).
 
 Routes follow the upstream protocol: `GET /screenshot` (PNG), `POST /execute` ({command, shell} ->
 {status, output, error, returncode}), `GET /accessibility` ({"AT": xml}), `POST /file` (form `file_path` ->

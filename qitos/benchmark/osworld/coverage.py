@@ -1,4 +1,4 @@
-"""How many OSWorld tasks the official evaluators can score here: for each task, do its metric functions and
+"""Scoring side: how many OSWorld tasks the official evaluators can score here: for each task, do its metric functions and
 getters resolve in the checkout's `desktop_env/evaluators`, and which optional packages (missing here) would
 they need. `python -m qitos.benchmark.osworld <osworld root> [split]` prints the report as JSON."""
 

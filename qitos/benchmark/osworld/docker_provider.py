@@ -1,4 +1,4 @@
-"""`--option provider=docker`: QitOS starts OSWorld's VM itself, the way upstream's Docker provider does
+"""Scoring side: `--option provider=docker`: QitOS starts OSWorld's VM itself, the way upstream's Docker provider does
 (`desktop_env/providers/docker/provider.py` at OSWorld 89426951).
 
 Each task gets a fresh container of the runner image (upstream: `happysixd/osworld-docker`, QEMU inside) with the

@@ -1,4 +1,4 @@
-"""Downloads of task inputs (setup `download` steps) and gold files (`cloud_file`), cached by URL so a rerun
+"""Scoring side: downloads of task inputs (setup `download` steps) and gold files (`cloud_file`), cached by URL so a rerun
 fetches nothing twice. A pre-filled cache (`<data dir>/osworld-cache/<sha256 of URL>`) is also how gold files
 are provided offline."""
 

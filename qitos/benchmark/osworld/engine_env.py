@@ -1,4 +1,4 @@
-"""`OsworldEnv`: the engine-facing environment of one OSWorld task on a running desktop provider.
+"""Agent side: `OsworldEnv`, the engine-facing environment of one OSWorld task on a running desktop provider.
 
 The engine drives it through its optional hooks: `bind_events` (each executed action becomes an `env_step`
 event holding the exact command sent to the VM), `reset` (first observation), `is_terminal` (DONE or FAIL
@@ -6,8 +6,8 @@ ends the episode → stop reason `env_terminal`), `step_summary` (the step's `st
 `take_visual_assets` (screenshots are written into the run directory, so traces stay self-contained).
 The recipe's `computer` tool calls `step`, and reads `observation` for the screenshot and accessibility tree.
 
-The env never closes the provider: the engine closes the env before the adapter evaluates, and evaluation
-still needs the desktop. The adapter's `cleanup` closes the provider.
+`final_state()` is what the scoring side reads after the episode: the actions sent and the last one (DONE, FAIL).
+The env holds no evaluator; the scoring side scores with its own provider (`agent_env.py` builds the agent's).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class OsworldEnv:
 
     def __init__(
         self,
-        task: OSWorldTask,
+        task: OSWorldTask | str,
         provider: Provider,
         *,
         observation_type: ObservationType = "screenshot_a11y_tree",
@@ -73,7 +73,7 @@ class OsworldEnv:
             raise ValueError(f"observation type '{observation_type}' is not one of {', '.join(OBSERVATION_TYPES)}")
         if settle_seconds < 0:
             raise ValueError(f"settle_seconds must be >= 0, got {settle_seconds}")
-        self.task_id = task.task_id  # the env keeps no evaluator: an agent holding the env cannot read gold
+        self.task_id = task if isinstance(task, str) else task.task_id  # the env keeps no evaluator
         self.provider = provider
         self.observation_type = observation_type
         self.settle_seconds = settle_seconds
@@ -115,6 +115,11 @@ class OsworldEnv:
             assets.append({"kind": "screenshot", "path": relative.as_posix(), "mime_type": "image/png"})
         self._pending = []
         return assets
+
+    def final_state(self) -> dict[str, Any]:
+        """The episode as the agent side ran it: what the scoring side reads the final DONE/FAIL from."""
+        return {"task_id": self.task_id, "last_action": self.last_action, "actions": len(self.actions),
+                "terminal": self._terminal}
 
     def close(self) -> None:
         self.closed = True

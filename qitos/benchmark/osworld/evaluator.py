@@ -1,4 +1,4 @@
-"""Score one OSWorld task with the official evaluators, dispatched as upstream's `DesktopEnv.evaluate` does
+"""Scoring side: score one OSWorld task with the official evaluators, dispatched as upstream's `DesktopEnv.evaluate` does
 (OSWorld commit 89426951, `desktop_env/desktop_env.py`):
 
 1. run the evaluator's `postconfig` steps in the VM (upstream's SetupController logs a step the controller

@@ -1,4 +1,5 @@
-"""Desktop providers: the `Provider` protocol, discovery from the environment, readiness of a task, and
+"""Both sides (the agent side uses `ControllerProvider` for actions and observations only; setup steps and readiness
+run on the scoring side): desktop providers: the `Provider` protocol, discovery from the environment, readiness of a task, and
 `ControllerProvider`, which drives an OSWorld VM through its in-VM controller.
 
 Two ways to get a VM: `QITOS_OSWORLD_CONTROLLER=http://<vm-ip>:5000` points at one that is already running

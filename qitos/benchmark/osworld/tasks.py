@@ -1,4 +1,4 @@
-"""Load and validate OSWorld task files (test_all.json / test_small.json + examples/<domain>/<id>.json).
+"""Scoring side (gold): load and validate OSWorld task files (test_all.json / test_small.json + examples/<domain>/<id>.json).
 
 Data stays outside the package: callers pass the data root (`<QITOS_DATA_DIR>/osworld`, or the
 `evaluation_examples` folder itself). Every task is validated into pydantic records at load time so a broken

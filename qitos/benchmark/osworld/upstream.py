@@ -1,4 +1,4 @@
-"""Load OSWorld's official evaluators (`desktop_env/evaluators/{getters,metrics}`) from a checkout at run time.
+"""Scoring side: load OSWorld's official evaluators (`desktop_env/evaluators/{getters,metrics}`) from a checkout at run time.
 
 The scoring code is data: it is read from the OSWorld folder the tasks come from (`<data dir>/osworld`, or a
 user's own checkout given with `--root`, e.g. a later OSWorld-Verified one), never copied into QitOS.

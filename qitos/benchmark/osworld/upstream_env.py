@@ -1,4 +1,4 @@
-"""What upstream's getters receive as `env`: the parts of OSWorld's `DesktopEnv` they read, backed by QitOS's
+"""Scoring side: what upstream's getters receive as `env`: the parts of OSWorld's `DesktopEnv` they read, backed by QitOS's
 controller client.
 
 Upstream getters read `env.controller` (a `PythonController`: files, python commands, accessibility tree,

@@ -1,4 +1,4 @@
-"""Which VM a task runs on: one task per VM at a time (a VM has one screen).
+"""Scoring side: which VM a task runs on: one task per VM at a time (a VM has one screen).
 
 `controller` (default): the VMs named by `QITOS_OSWORLD_CONTROLLER` (comma-separated), already running; a task
 waits in `prepare` until one is free, so `--concurrency` above their number only queues. `docker`

@@ -73,8 +73,12 @@ class AgentHost:
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp/home", "PYTHONDONTWRITEBYTECODE": "1",
                "QITOS_AGENT_SIDE": "1", **{k: os.environ[k] for k in PASSED_ENV if k in os.environ},
                **self.settings.env}
-        if self.settings.pythonpath:
-            env["PYTHONPATH"] = os.pathsep.join(self.settings.pythonpath)
+        # the directory holding the qitos package this process runs (a checkout on PYTHONPATH, a worktree), so the
+        # agent side imports the same code, not whatever an editable install's finder points at (not mounted there)
+        import qitos
+
+        pythonpath = [*self.settings.pythonpath, str(Path(qitos.__file__).resolve().parent.parent)]
+        env["PYTHONPATH"] = os.pathsep.join(pythonpath)
         if self.confined:
             argv = [*host_argv(python_ro=python_paths(), extra_ro=self.settings.extra_ro,
                                hidden=self.settings.hidden, network=self.settings.network,

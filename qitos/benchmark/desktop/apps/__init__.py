@@ -1,4 +1,4 @@
-"""Small Tk applications the desktop starter tasks run; each is `python -m qitos.benchmark.desktop.apps.<name>`.
+"""Scoring side: small Tk applications the desktop starter tasks run; each is `python -m qitos.benchmark.desktop.apps.<name>`.
 
 Every app takes `--state <file> [--widgets <file>] [--config <json or file>]`, publishes its windows and widgets
 (role, text, value, screen bounds) to the widgets file and its real state to the state file.
