@@ -79,18 +79,28 @@ class AgentHost:
 
         pythonpath = [*self.settings.pythonpath, str(Path(qitos.__file__).resolve().parent.parent)]
         env["PYTHONPATH"] = os.pathsep.join(pythonpath)
+        passed = [theirs.fileno()]
+        options = None
         if self.confined:
-            argv = [*host_argv(python_ro=python_paths(), extra_ro=self.settings.extra_ro,
+            # bwrap reads its options from a pipe: its command line (the agent's /proc/1/cmdline) then names no
+            # masked path (data dir, tasks file, results, traces)
+            options = tempfile.TemporaryFile(prefix="qitos-agent-bwrap-")
+            opts = [*host_argv(python_ro=python_paths(), extra_ro=self.settings.extra_ro,
                                hidden=self.settings.hidden, network=self.settings.network,
-                               private_mounts=self.private_mounts), "--chdir", "/tmp", "--", *command]
-            cwd = None
+                               private_mounts=self.private_mounts)[1:], "--chdir", "/tmp"]
+            options.write(b"".join(o.encode() + b"\0" for o in opts))
+            options.seek(0)
+            passed.append(options.fileno())
+            argv, cwd = ["bwrap", "--args", str(options.fileno()), "--", *command], None
         else:
             argv, cwd = command, tempfile.gettempdir()
         try:
-            self._proc = subprocess.Popen(argv, pass_fds=[theirs.fileno()], env=env, cwd=cwd,
+            self._proc = subprocess.Popen(argv, pass_fds=passed, env=env, cwd=cwd,
                                           stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log)
         finally:
             theirs.close()
+            if options is not None:
+                options.close()
         control.settimeout(START_TIMEOUT_SECONDS)
         try:
             ready = control.recv(1)
