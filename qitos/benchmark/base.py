@@ -225,6 +225,11 @@ class BenchmarkAdapter:
         work dir (its current directory). Default: the shipped files under "files"."""
         return {"files": sorted(self.agent_files(task, runtime))}
 
+    def scoring_side_sources(self) -> list[str]:
+        """Source files that hold gold (e.g. a QitOS-authored benchmark's checkers and reference plans): the
+        agent host masks them (and their bytecode), so the agent side must never import them."""
+        return []
+
     def agent_network(self, load: LoadOptions) -> bool:
         """Does the agent side need the host's network beyond its model endpoint (the web, services, a VM)?"""
         return False

@@ -148,6 +148,7 @@ class JobContext:
                 settings.pythonpath.append(root)
         output = cfg.output or cfg.default_output()
         settings.hidden = hidden_paths([cfg.load.data_dir, cfg.load.root, output, output.parent, cfg.trace_logdir])
+        settings.hidden += [str(Path(f).resolve()) for f in _with_bytecode(self.adapter.scoring_side_sources())]
         key = os.environ.get(cfg.model.api_key_env)
         if key and not self.model_is_proxied():
             settings.env[cfg.model.api_key_env] = key
@@ -212,6 +213,16 @@ class JobContext:
 
 
 _HOST_LOCK = threading.Lock()
+
+
+def _with_bytecode(files: list[str]) -> list[str]:
+    """Each source file and its cached bytecode, which holds the same constants."""
+    out = []
+    for name in files:
+        path = Path(name)
+        out.append(str(path))
+        out += [str(p) for p in (path.parent / "__pycache__").glob(f"{path.stem}.*.pyc")]
+    return out
 
 
 def hidden_paths(paths: list[Any]) -> list[str]:
