@@ -8,6 +8,7 @@ rerun picks it up again.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import shutil
 import sys
@@ -179,7 +180,11 @@ class JobContext:
             from qitos.spec.code_identity import closure_identity, store_sources
         except ImportError:
             return
-        store_sources(Path(run_dir), closure_identity(files))
+        listing = store_sources(Path(run_dir), closure_identity(files))
+        if listing:  # what ran, readable by anyone: the files and where each is kept
+            index = Path(run_dir) / "agent_code" / "index.json"
+            index.parent.mkdir(exist_ok=True)
+            index.write_text(json.dumps(listing, indent=1))
 
     def run_spec_extra(self) -> dict[str, Any]:
         cfg = self.cfg
