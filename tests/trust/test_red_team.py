@@ -116,3 +116,21 @@ def test_builtin_recipe_whose_tools_hunt_for_gold_finds_nothing(tmp_path: Path) 
     assert "HITS 0 []" in observations[0], observations[0]
     assert all("GOLD-7f3a-" not in o for o in observations), observations
     assert row["success"] is False
+
+
+def test_the_same_runner_as_a_validator_in_the_scoring_process_finds_gold(outsider: Path, tmp_path: Path) -> None:
+    """The control: run where gold lives (the scoring process, as a --validator), the same routes do find it, so
+    the red team's empty report on the agent side means something."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"id": "q0", "question": "What is the secret?", "answer": f"{MARKER}-0"}) + "\n")
+    script = tmp_path / "script.jsonl"
+    script.write_text(json.dumps("Thought: let me think.") + "\n")
+    done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "red_team_agent:build", "--validator",
+               "--model-name", f"scripted:{script}", "--output", tmp_path / "r.jsonl", cwd=outsider,
+               env={"QITOS_RED_TEAM_SKIP": "files,proc,write_results", "QITOS_RED_TEAM_BENCHMARK": "jsonl"})
+    assert done.returncode == 0, done.stderr
+    (row,) = rows(tmp_path / "r.jsonl")
+    report = json.loads(row["prediction"])
+    for route in ("memory", "gold_store", "frames", "fresh_adapter", "oracle"):
+        assert report[route]["worked"], (route, report[route])
+    assert row["success"] is True  # its monkeypatched evaluate scored it: in one process, scoring can be changed
