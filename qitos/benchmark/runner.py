@@ -102,35 +102,32 @@ def _probe_run_spec(ctx: JobContext, tasks: list[Task], model) -> RunSpec:
 
 
 def _described_run_spec(ctx: JobContext, tasks: list[Task]) -> RunSpec:
-    """The RunSpec of a split batch: the agent side builds the agent for a first task and describes it."""
+    """The RunSpec of a split batch: the agent side builds the agent for a first task and describes it.
+
+    The agent host started for this stays for the jobs when it shows them the same view (see execute_batch)."""
     from .sides.scoring import describe_agent, trusted_run_spec
 
     cfg, adapter = ctx.cfg, ctx.adapter
-    try:
-        for task in tasks:
-            task = prepared_task(adapter, cfg, task)
-            with tempfile.TemporaryDirectory(prefix="qitos-probe-") as tmp:
-                try:
-                    runtime = adapter.probe_runtime(task, cfg.load, Path(tmp))
-                except Exception:  # noqa: BLE001 - the job itself will report the setup failure
+    for task in tasks:
+        task = prepared_task(adapter, cfg, task)
+        with tempfile.TemporaryDirectory(prefix="qitos-probe-") as tmp:
+            try:
+                runtime = adapter.probe_runtime(task, cfg.load, Path(tmp))
+            except Exception:  # noqa: BLE001 - the job itself will report the setup failure
+                continue
+            try:
+                if runtime.unavailable:
                     continue
-                try:
-                    if runtime.unavailable:
-                        continue
-                    outcome = describe_agent(ctx, task, runtime)
-                finally:
-                    adapter.cleanup(runtime)
-            if outcome.description is None:
-                raise BenchmarkUsageError(f"the agent could not be built for task '{task.id}': "
-                                          f"{(outcome.error or 'no reason given').splitlines()[0]}")
-            if cfg.runner:
-                ctx.closure = _closure(outcome.closure)
-            return trusted_run_spec(ctx, task, outcome.description)
-        return trusted_run_spec(ctx, tasks[0], {})
-    finally:
-        if ctx.host is not None:  # the jobs' host starts with the run, once its results and traces exist
-            ctx.host.close()
-            ctx.host = None
+                outcome = describe_agent(ctx, task, runtime)
+            finally:
+                adapter.cleanup(runtime)
+        if outcome.description is None:
+            raise BenchmarkUsageError(f"the agent could not be built for task '{task.id}': "
+                                      f"{(outcome.error or 'no reason given').splitlines()[0]}")
+        if cfg.runner:
+            ctx.closure = _closure(outcome.closure)
+        return trusted_run_spec(ctx, task, outcome.description)
+    return trusted_run_spec(ctx, tasks[0], {})
 
 
 def _closure(files: list[str]) -> dict | None:
@@ -266,6 +263,10 @@ def execute_batch(plan: BatchPlan, on_row: Callable[[BenchmarkRunResult], None] 
         plan.output.parent.mkdir(parents=True, exist_ok=True)
         plan.output.touch(exist_ok=True)
         Path(plan.cfg.trace_logdir).mkdir(parents=True, exist_ok=True)
+        host = plan.ctx.host
+        if host is not None and not host.serves(plan.ctx.host_settings()):  # it would show them: a new one
+            host.close()
+            plan.ctx.host = None
     try:
         if plan.cfg.executor == "ray":
             run_ray(plan.ctx, plan.jobs, plan.cfg.concurrency, on_result, plan.cfg.ray_address)

@@ -65,6 +65,20 @@ class AgentHost:
                 "each job its own mount namespace here)"))
             if self.confined else f"agent side in a separate but unconfined process: {why}")
 
+    def bwrap_options(self) -> list[str]:
+        """The confinement's options for these settings, as the filesystem is now (masks depend on what exists)."""
+        return [*host_argv(python_ro=python_paths(), extra_ro=self.settings.extra_ro, hidden=self.settings.hidden,
+                           network=self.settings.network, private_mounts=self.private_mounts)[1:], "--chdir", "/tmp"]
+
+    def serves(self, settings: HostSettings) -> bool:
+        """Would a host started with `settings` now be this one (same view, same environment)? Then keep it."""
+        other = AgentHost(settings)
+        return (other.confined == self.confined and other.settings.env == self.settings.env
+                and other.settings.pythonpath == self.settings.pythonpath
+                and (not self.confined or other.bwrap_options() == self._options))
+
+    _options: list[str] | None = None
+
     def _start(self) -> None:
         control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         warm = [*WARM_MODULES, *self.settings.warm]
@@ -85,9 +99,7 @@ class AgentHost:
             # bwrap reads its options from a pipe: its command line (the agent's /proc/1/cmdline) then names no
             # masked path (data dir, tasks file, results, traces)
             options = tempfile.TemporaryFile(prefix="qitos-agent-bwrap-")
-            opts = [*host_argv(python_ro=python_paths(), extra_ro=self.settings.extra_ro,
-                               hidden=self.settings.hidden, network=self.settings.network,
-                               private_mounts=self.private_mounts)[1:], "--chdir", "/tmp"]
+            opts = self._options = self.bwrap_options()
             options.write(b"".join(o.encode() + b"\0" for o in opts))
             options.seek(0)
             passed.append(options.fileno())
