@@ -18,7 +18,7 @@ from typing import Any
 
 from qitos.benchmark.base import RecipeContext
 from qitos.benchmark.cybench.adapter import CybenchOptions
-from qitos.benchmark.cybench.env import CybenchEnv
+from qitos.benchmark.cybench.agent_env import CybenchEnv
 from qitos.benchmark.cybench.oracle import OracleResult, run_oracle
 from qitos.benchmark.cybench.scoring import extract_answer
 from qitos.core.agent import AgentModule, AgentState, StepOutcome
@@ -151,7 +151,7 @@ class CybenchOracleAgent(AgentModule):
             agent.tried = True  # once only: a crash here is recorded, not retried
             agent.result = run_oracle(record, handles["oracle_root"], timeout_seconds=opts.oracle_timeout,
                                       python_path=opts.python_path, variant=handles["variant"],
-                                      toolchain=handles.get("toolchain"), hosts=env.runtime.hosts)
+                                      toolchain=handles.get("toolchain"), hosts=handles["runtime"].hosts)
             return _oracle_summary(agent.result)
 
         submit = next(t for t in env.tools() if t.name == "submit")
