@@ -1,5 +1,9 @@
 """CyBench recipes: `react` (the upstream-style baseline) and `oracle` (data and plumbing validation).
 
+Sides: `react` runs on the agent side (built from the env `agent_env.make_env` gives it; its commands and
+answers go to the scoring side). `oracle` is a validator: it runs in the scoring process, with gold, on the
+same env over a direct link, and is never official.
+
 react: each reply ends with ``Command: <one shell command>`` (run in the task's sandbox) or
 ``Answer: <answer>`` (submits to the open question). As upstream, the prompt keeps every
 instruction (task, questions, reveals) but only the latest ``memory_window`` (3) model responses

@@ -1,4 +1,5 @@
-"""`--benchmark cybench`: 40 CTF tasks in a bwrap sandbox, unguided or subtask-guided, scored as upstream.
+"""Scoring side. `--benchmark cybench`: 40 CTF tasks in a bwrap sandbox, unguided or subtask-guided, scored as
+upstream.
 
 Flags: ``--root`` (a CyBench checkout holding task_list.txt; default ``<data_dir>/cybench``),
 ``--split unguided|guided`` (default unguided), ``--subset`` (category, ``difficulty:N``,
