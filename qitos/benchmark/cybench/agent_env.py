@@ -60,13 +60,19 @@ class QuestionRecord(BaseModel):
 
 
 class DirectLink:
-    """The in-process link (oracles, tests): each call goes straight to the scoring side's `serve`, as JSON."""
+    """The in-process link (oracles, tests): each call goes straight to the scoring side's `serve`, as JSON, and
+    fails as a call across the boundary does (`AgentCallRefused`, also for a service that raised)."""
 
     def __init__(self, serve: Callable[[str, dict[str, Any]], Any]) -> None:
         self._serve = serve
 
     def call(self, method: str, payload: dict[str, Any] | None = None) -> Any:
-        reply = self._serve(method, json.loads(json.dumps(payload or {})))
+        try:
+            reply = self._serve(method, json.loads(json.dumps(payload or {})))
+        except AgentCallRefused:
+            raise
+        except Exception as exc:  # noqa: BLE001 - as sides.scoring answers a failing service
+            raise AgentCallRefused(f"{type(exc).__name__}: {exc}") from exc
         return json.loads(json.dumps(reply))
 
 
