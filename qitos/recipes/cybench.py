@@ -1,5 +1,9 @@
 """CyBench recipes: `react` (the upstream-style baseline) and `oracle` (data and plumbing validation).
 
+Sides: `react` runs on the agent side (built from the env `agent_env.make_env` gives it; its commands and
+answers go to the scoring side). `oracle` is a validator: it runs in the scoring process, with gold, on the
+same env over a direct link, and is never official.
+
 react: each reply ends with ``Command: <one shell command>`` (run in the task's sandbox) or
 ``Answer: <answer>`` (submits to the open question). As upstream, the prompt keeps every
 instruction (task, questions, reveals) but only the latest ``memory_window`` (3) model responses
@@ -18,7 +22,7 @@ from typing import Any
 
 from qitos.benchmark.base import RecipeContext
 from qitos.benchmark.cybench.adapter import CybenchOptions
-from qitos.benchmark.cybench.env import CybenchEnv
+from qitos.benchmark.cybench.agent_env import CybenchEnv
 from qitos.benchmark.cybench.oracle import OracleResult, run_oracle
 from qitos.benchmark.cybench.scoring import extract_answer
 from qitos.core.agent import AgentModule, AgentState, StepOutcome
@@ -151,7 +155,7 @@ class CybenchOracleAgent(AgentModule):
             agent.tried = True  # once only: a crash here is recorded, not retried
             agent.result = run_oracle(record, handles["oracle_root"], timeout_seconds=opts.oracle_timeout,
                                       python_path=opts.python_path, variant=handles["variant"],
-                                      toolchain=handles.get("toolchain"), hosts=env.runtime.hosts)
+                                      toolchain=handles.get("toolchain"), hosts=handles["runtime"].hosts)
             return _oracle_summary(agent.result)
 
         submit = next(t for t in env.tools() if t.name == "submit")

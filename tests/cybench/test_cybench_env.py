@@ -1,4 +1,7 @@
-"""CyBench episode mechanics: the iteration clock, reveals, terminal state, the shell tool and its sandbox."""
+"""CyBench episode mechanics: the iteration clock, reveals, terminal state, the shell tool and its sandbox.
+
+The agent side's env (`agent_env.CybenchEnv`) talks to the scoring side's episode (`episode.CybenchEpisode`)
+through a direct link, as oracles do in process and as the confined agent does over its socket."""
 
 from __future__ import annotations
 
@@ -7,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from qitos.benchmark.cybench.env import CybenchEnv, format_result
+from qitos.benchmark.cybench.agent_env import CybenchEnv, DirectLink
+from qitos.benchmark.cybench.episode import CybenchEpisode, format_result
 from qitos.benchmark.cybench.runtime import CybenchRuntime
 from qitos.benchmark.cybench.tasks import CybenchTask, load_tasks
 from qitos.benchmark.sandbox import BwrapSandbox, SandboxResult
+from qitos.benchmark.sides.contract import AgentCallRefused
 
 _OK, _REASON = BwrapSandbox.available()
 needs_bwrap = pytest.mark.skipif(not _OK, reason=f"bwrap sandbox unavailable: {_REASON}")
@@ -24,20 +29,24 @@ def tasks(cybench_data: Path) -> dict[str, CybenchTask]:
 @pytest.fixture
 def dynastic_env(tasks, tmp_path: Path) -> Iterator:
     """A factory of staged Dynastic episodes (3 subtasks); closed at the end of the test."""
-    made: list[CybenchEnv] = []
+    made: list[CybenchEpisode] = []
 
     def make(split: str = "guided", iterations: int = 2, timeout: float = 30.0) -> CybenchEnv:
-        runtime = CybenchRuntime(tasks["[Very Easy] Dynastic"], tmp_path / f"work{len(made)}",
+        record = tasks["[Very Easy] Dynastic"]
+        runtime = CybenchRuntime(record.without_gold(), tmp_path / f"work{len(made)}",
                                  command_timeout_seconds=timeout)
         prepared = runtime.prepare()
-        env = CybenchEnv(runtime.task, runtime, split=split, files=prepared.files,  # type: ignore[arg-type]
+        episode = CybenchEpisode(record, runtime, split=split, subtask_iterations=iterations,  # type: ignore[arg-type]
+                                 files=prepared.files)
+        made.append(episode)
+        env = CybenchEnv(DirectLink(episode.handle), episode.questions(), split=split, files=episode.files,
                          subtask_iterations=iterations)
-        made.append(env)
+        env.episode = episode  # type: ignore[attr-defined]  # for the test's look at the scoring side
         return env
 
     yield make
-    for env in made:
-        env.close()
+    for episode in made:
+        episode.close()
 
 
 @needs_bwrap
@@ -72,6 +81,10 @@ def test_guided_clock_reveals_and_ends_after_last_subtask(dynastic_env, tasks) -
     assert [(r.outcome, r.iterations, r.revealed) for r in env.records] == [
         ("out_of_iterations", 2, True), ("answered", 1, False), ("out_of_iterations", 2, False)]
     assert [r.first_step for r in env.records] == [1, 3, 4]
+    # the scoring side's own record agrees, and holds the reveal it made
+    assert env.episode.answers() == [None, "source.py", None]
+    assert [(r.outcome, r.revealed, r.commands) for r in env.episode.records] == [
+        ("out_of_iterations", True, 0), ("answered", False, 0), ("out_of_iterations", False, 0)]
     assert env.submit("late") == "No question is open; the episode is over."
     assert env.run_command("ls") == "The episode is over; no more commands run."
     starts = [e["subtask"] for e in events if e["event"] == "question_start"]
@@ -100,19 +113,22 @@ def test_shell_tool_runs_in_the_task_sandbox(dynastic_env) -> None:
     net = env.run_command("python3 -c \"import socket; socket.create_connection(('1.1.1.1', 53), timeout=2)\"")
     assert "OSError" in net or "unreachable" in net.lower()
     assert "[exit code 0]" not in env.run_command("touch /usr/qitos_probe")
-    assert "[exit code 0]" not in env.run_command(f"ls {env.task.task_dir / 'metadata'}")
+    assert "[exit code 0]" not in env.run_command(f"ls {env.episode.runtime.task.task_dir / 'metadata'}")
     assert env.run_command("echo kept > note.txt && cat note.txt") == "kept\n[exit code 0]"
     assert "time limit" in env.run_command("sleep 30")  # killed after 2 s
 
 
 @needs_bwrap
-def test_reset_after_use_restages_the_work_dir(dynastic_env) -> None:
-    env = dynastic_env("guided")
+def test_reset_after_use_restages_the_work_dir_until_a_question_closes(dynastic_env) -> None:
+    env = dynastic_env("guided", iterations=5)
     env.run_command("rm output.txt && touch junk")
-    env.submit("x")
     env.reset()
     assert env.current == 0 and env.answers() == [None, None, None]
     assert env.run_command("ls") == "output.txt\nsource.py\n[exit code 0]"
+    env.submit("x")
+    with pytest.raises(AgentCallRefused, match="already closed"):  # answers and reveals cannot be undone
+        env.reset()
+    assert env.episode.answers() == ["x", None, None]
 
 
 def test_format_result_cuts_long_output() -> None:
@@ -126,11 +142,16 @@ def test_format_result_cuts_long_output() -> None:
 
 
 def test_env_rejects_bad_settings(tasks, tmp_path: Path) -> None:
+    link = DirectLink(lambda method, payload: {})
+    with pytest.raises(ValueError, match="split"):
+        CybenchEnv(link, ["q"], split="sideways")
+    with pytest.raises(ValueError, match="subtask_iterations"):
+        CybenchEnv(link, ["q"], split="guided", subtask_iterations=0)
     runtime = CybenchRuntime(tasks["[Very Easy] Dynastic"], tmp_path / "w")
     try:
         with pytest.raises(ValueError, match="split"):
-            CybenchEnv(runtime.task, runtime, split="sideways")  # type: ignore[arg-type]
+            CybenchEpisode(tasks["[Very Easy] Dynastic"], runtime, split="sideways")  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="subtask_iterations"):
-            CybenchEnv(runtime.task, runtime, split="guided", subtask_iterations=0)
+            CybenchEpisode(tasks["[Very Easy] Dynastic"], runtime, split="guided", subtask_iterations=0)
     finally:
         runtime.close()

@@ -1,9 +1,16 @@
 """CyBench (Zhang et al., 2024): 40 CTF tasks run in a bwrap sandbox; service tasks need Docker.
 
-Pieces: `tasks` (loading, prompts, gold), `runtime` (work dir staging, agent shell, requirements,
-requires_unavailable reasons), `scoring` (answers, per-task scores), `oracle` (validation), `env`
-(the engine-facing episode: unguided or subtask-guided), `metrics` (row metrics) and `adapter`
-(`--benchmark cybench`; recipes in `qitos.recipes.cybench`).
+The two sides (see `qitos.benchmark.sides`):
+
+- Agent side, in the confined agent process: `agent_env` (the engine-facing episode, unguided or
+  subtask-guided, and its `shell`/`submit` tools; no task files, sandbox or answers) and the `react`
+  recipe in `qitos.recipes.cybench`. Everything it needs from the task goes through `adapter.serve`.
+- Scoring side, in the runner's process: `adapter` (`--benchmark cybench`: tasks, gold, `serve`,
+  `evaluate`), `episode` (the sandbox the agent's commands run in, its submissions, the protocol and
+  the guided reveals), `tasks` (loading, prompts, gold), `runtime` (work dir staging, the sandbox,
+  requirements, requires_unavailable reasons), `services`/`stack` (service containers), `toolchain`,
+  `requirements`, `scoring` (answers, per-task scores), `metrics` (row metrics) and `oracle`
+  (validation; the `oracle` recipe runs in process, with gold, never official).
 """
 
 from qitos.benchmark.cybench.oracle import OracleResult, run_oracle, solution_command

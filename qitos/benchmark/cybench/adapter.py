@@ -1,4 +1,5 @@
-"""`--benchmark cybench`: 40 CTF tasks in a bwrap sandbox, unguided or subtask-guided, scored as upstream.
+"""Scoring side. `--benchmark cybench`: 40 CTF tasks in a bwrap sandbox, unguided or subtask-guided, scored as
+upstream.
 
 Flags: ``--root`` (a CyBench checkout holding task_list.txt; default ``<data_dir>/cybench``),
 ``--split unguided|guided`` (default unguided), ``--subset`` (category, ``difficulty:N``,
@@ -44,7 +45,9 @@ from qitos.benchmark.base import (
     TaskRuntime,
     filter_tasks,
 )
-from qitos.benchmark.cybench.env import CybenchEnv
+from qitos.benchmark.cybench.agent_env import FACTORY as AGENT_FACTORY
+from qitos.benchmark.cybench.agent_env import DirectLink, make_env
+from qitos.benchmark.cybench.episode import CybenchEpisode
 from qitos.benchmark.cybench import toolchain
 from qitos.benchmark.cybench.metrics import cybench_metrics
 from qitos.benchmark.cybench.runtime import (
@@ -72,6 +75,7 @@ from qitos.benchmark.cybench.tasks import (
 from qitos.benchmark.errors import BenchmarkUsageError
 from qitos.benchmark.gold import Sealed
 from qitos.benchmark.sandbox import WORK_MOUNT, BwrapSandbox
+from qitos.benchmark.sides.contract import AgentCallRefused, AgentEnvSpec
 from qitos.core.task import Budget, EnvSpec, Task
 
 if TYPE_CHECKING:
@@ -219,6 +223,7 @@ class CybenchAdapter(BenchmarkAdapter):
     default_recipe = "react"
     scorer_official = True
     scorer_note = "upstream CyBench's exact match of the submitted answer (partial credit reported beside it)"
+    split_sides = True  # the agent side: agent_env.py; the sandbox, gold, submissions and reveals: here (episode.py)
 
     # -- discovery -------------------------------------------------------------------------------
     def splits(self, load: LoadOptions) -> dict[str, int | None]:
@@ -389,27 +394,70 @@ class CybenchAdapter(BenchmarkAdapter):
             # the engine runs this same Task object; see the module doc for why the budget is set here
             needed = opts.subtask_iterations * max_subtasks(str(root), split)
             task.budget.max_steps = max(task.budget.max_steps, needed)
-        env = CybenchEnv(public, runtime, split=split, files=files, gold=gold,
-                         subtask_iterations=opts.subtask_iterations, include_hints=opts.hints)
+        episode = CybenchEpisode(gold, runtime, split=split, subtask_iterations=opts.subtask_iterations,
+                                 include_hints=opts.hints, files=files, max_commands=lambda: task.budget.max_steps)
         handles = {"cybench_task": public, "runtime": runtime, "split": split, "variant": variant, "options": opts,
                    "oracle_root": workdir / "oracle", "missing_requirements": missing, "staged_files": files,
-                   "toolchain": venv, "services": stack}
-        return TaskRuntime(env=env, workdir=workdir, handles=handles)
+                   "toolchain": venv, "services": stack, "episode": episode}
+        scoring = TaskRuntime(workdir=workdir, handles=handles)
+        # the same agent-side environment the split path builds (`agent_env`), its link calling `serve` directly:
+        # in process (oracles), the agent acts on exactly what a confined agent acts on
+        spec = self.agent_env(task, scoring)
+        link = DirectLink(lambda method, payload: self.serve(task, scoring, method, payload))
+        scoring.env = make_env(workdir=workdir, link=link, **spec.kwargs).env
+        return scoring
+
+    # -- the two sides ------------------------------------------------------------------------------
+    def agent_env(self, task: Task, runtime: TaskRuntime) -> AgentEnvSpec | None:
+        """The agent side's environment: the public questions, the staged files' names and the public handles.
+        No files cross (the sandbox and the work dir stay on the scoring side), no answers, no host paths."""
+        episode: CybenchEpisode | None = runtime.handles.get("episode")
+        if episode is None:
+            return None
+        opts: CybenchOptions = runtime.handles["options"]
+        venv = runtime.handles.get("toolchain")
+        public_opts = {"subtask_iterations": opts.subtask_iterations, "command_timeout": opts.command_timeout,
+                       "toolchain": opts.toolchain, "hints": opts.hints, "memory_window": opts.memory_window,
+                       "oracle_timeout": opts.oracle_timeout}  # python_path: host folders the sandbox mounts, here
+        handles = {"split": episode.split, "variant": runtime.handles["variant"], "options": public_opts,
+                   "toolchain": str(venv) if venv else None, "staged_files": list(episode.files),
+                   "missing_requirements": list(runtime.handles.get("missing_requirements") or [])}
+        return AgentEnvSpec(factory=AGENT_FACTORY, kwargs={
+            "split": episode.split, "questions": episode.questions(), "files": list(episode.files),
+            "subtask_iterations": episode.subtask_iterations, "handles": handles})
+
+    def agent_files(self, task: Task, runtime: TaskRuntime) -> dict[str, str]:
+        return {}  # the task's files stay in the scoring side's sandbox work dir
+
+    def agent_handles(self, task: Task, runtime: TaskRuntime) -> dict[str, Any]:
+        return {}  # the factory's handles (agent_env) are the agent side's
+
+    def serve(self, task: Task, runtime: TaskRuntime, method: str, payload: dict[str, Any]) -> Any:
+        """The agent side's calls: a command in the task's sandbox, a submission (with a guided reveal when the
+        protocol allows one), a restage; see `episode.py` for the protocol this side enforces."""
+        episode: CybenchEpisode | None = runtime.handles.get("episode")
+        if episode is None:
+            raise AgentCallRefused(f"task {task.id} has no CyBench episode here")
+        episode.trace_event = runtime.trace_event  # set by the job before the run (None in process)
+        return episode.handle(method, payload)
 
     def evaluate(self, task: Task, result: RunResult, runtime: TaskRuntime) -> Evaluation:
-        env: CybenchEnv = runtime.env
+        """Scores from the scoring side's record of submissions (`episode`), plus the run's final answer for
+        an agent that ended without submitting; the agent's final state only reports its iteration counts."""
+        episode: CybenchEpisode = runtime.handles["episode"]
         record: CybenchTask = self.gold(task)
         split: Split = runtime.handles["split"]
-        answers = env.answers()
-        if not env.is_terminal() and answers[env.current] is None and result.final_answer:
+        answers = episode.answers()
+        if not episode.is_terminal() and answers[episode.current] is None and result.final_answer:
             # an agent that ended with a final answer instead of submit(): it answers the open question
-            answers[env.current] = extract_answer(result.final_answer) or result.final_answer.strip()
+            answers[episode.current] = extract_answer(result.final_answer) or result.final_answer.strip()
         transcript = "\n".join([*agent_texts(result.run_dir), *(a for a in answers if a)])
         score = score_task(record, split, answers, transcript=transcript)
+        reported = _reported_iterations(result.final_state, len(episode.records))
         subtasks = [
             {"index": r.index, "question": r.question, "prediction": r.prediction, "correct": r.correct,
-             "outcome": q.outcome, "iterations": q.iterations, "revealed": q.revealed}
-            for r, q in zip(score.subtasks, env.records, strict=True)
+             "outcome": q.outcome, "iterations": reported[r.index], "commands": q.commands, "revealed": q.revealed}
+            for r, q in zip(score.subtasks, episode.records, strict=True)
         ]
         metadata: dict[str, Any] = {
             "split": split, "variant": runtime.handles["variant"], "categories": list(record.categories),
@@ -430,8 +478,9 @@ class CybenchAdapter(BenchmarkAdapter):
 
     def cleanup(self, runtime: TaskRuntime) -> None:
         try:
-            if runtime.env is not None:
-                runtime.env.close()
+            episode = runtime.handles.get("episode")
+            if episode is not None:
+                episode.close()  # the sandbox (the agent side's env holds nothing to release)
         finally:
             stack = runtime.handles.get("services")
             if stack is not None:
@@ -461,6 +510,18 @@ def _probe(report, check, record: CybenchTask, load: LoadOptions):
                 return check(report, box)
     finally:
         remove_tree(work)
+
+
+def _reported_iterations(final_state: Any, count: int) -> list[int | None]:
+    """Iterations per question as the agent side counted them (its `final_state`); None where it said nothing."""
+    out: list[int | None] = [None] * count
+    records = final_state.get("records") if isinstance(final_state, dict) else None
+    for item in records if isinstance(records, list) else []:
+        index = item.get("index") if isinstance(item, dict) else None
+        value = item.get("iterations") if isinstance(item, dict) else None
+        if isinstance(index, int) and 0 <= index < count and isinstance(value, int) and not isinstance(value, bool):
+            out[index] = value
+    return out
 
 
 def missing_requirements_reason(missing: list[str]) -> str:

@@ -1,4 +1,4 @@
-"""CyBench metrics over result rows (plain dicts), for `qit bench eval` and `CybenchAdapter.metrics`.
+"""Scoring side. CyBench metrics over result rows (plain dicts), for `qit bench eval` and `CybenchAdapter.metrics`.
 
 - Unguided headline: success rate = share of selected tasks whose flag was exactly right. Every
   row counts: a task that could not run here (``requires_unavailable``), failed to set up or

@@ -1,4 +1,4 @@
-"""Oracle solver: run a task's own reference solution in the sandbox to validate data and plumbing.
+"""Scoring side (oracles run in process, with gold). Oracle solver: run a task's own reference solution in the sandbox to validate data and plumbing.
 
 This is a validation tool, not an official result: it reads ``metadata/solution`` (which the
 agent never sees) and answers every non-flag subtask with its gold answer. Only the flag comes

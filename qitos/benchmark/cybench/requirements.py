@@ -1,4 +1,4 @@
-"""What a task's ``metadata/requirements.sh`` asks for, and whether the sandbox already has it.
+"""Scoring side (task setup). What a task's ``metadata/requirements.sh`` asks for, and whether the sandbox already has it.
 
 The script is never executed: upstream runs it as root in a disposable Kali container (``apt
 install``, ``pip install``, ``sudo``, downloads), which on a host would modify the machine. Instead

@@ -1,4 +1,7 @@
-"""Per-task CyBench environment: a fresh work dir staged by the task's init_script, and a shell.
+"""Scoring side. Per-task CyBench sandbox: a fresh work dir staged by the task's init_script, and a shell.
+
+The agent side never holds this runtime: its commands arrive through `adapter.serve` (``shell.run``,
+see `episode.py`) and run here, in the sandbox, over the work dir this side staged.
 
 How ``init_script.sh`` is run, and why: the scripts only copy or unzip the task's files into the
 directory they are given (and echo a prompt), but they are third-party shell code run from the

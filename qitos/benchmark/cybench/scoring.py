@@ -1,4 +1,6 @@
-"""CyBench scoring: answer extraction, exact match, partial credit, per-task scores and metrics.
+"""Scoring side. CyBench scoring: answer extraction, exact match, partial credit, per-task scores and metrics.
+
+(`extract_answer`, a pure text parser holding no gold, is also what the agent side's react parser uses.)
 
 Decisions (CyBench's own description leaves these open):
 

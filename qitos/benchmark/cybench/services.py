@@ -1,4 +1,4 @@
-"""The service plan of a CyBench task: which containers its own files start, and the hosts the agent uses.
+"""Scoring side. The service plan of a CyBench task: which containers its own files start, and the hosts the agent uses.
 
 Upstream starts a task's services with ``start_docker.sh`` (``docker compose up`` in some folder,
 with an external network ``shared_net``), and the agent, itself a container on ``shared_net``,

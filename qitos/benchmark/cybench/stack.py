@@ -1,4 +1,4 @@
-"""Run a task's ``ServicePlan`` with the ``docker`` CLI: build, start, wait until ready, tear down.
+"""Scoring side. Run a task's ``ServicePlan`` with the ``docker`` CLI: build, start, wait until ready, tear down.
 
 Isolation instead of serialising: every run gets its own bridge network (``qitos-cyb-<key>``) and
 containers named ``qitos-cyb-<key>-<service>``, with the upstream names (compose service name and

@@ -1,4 +1,7 @@
-"""CyBench task records: load the 40 tasks from the data directory and build what the agent sees.
+"""Scoring side. CyBench task records: load the 40 tasks from the data directory and build what the agent sees.
+
+Only the texts built here cross to the agent side (the objective, the questions, `agent_metadata`), as plain
+strings; the records themselves (answers, solution paths) stay in the adapter's gold book.
 
 Agent-facing text (``CybenchTask.agent_prompt``, ``subtask_prompt``, ``agent_metadata``) is built
 only from the task description, questions, answer formats and (optionally) hints. Answers,

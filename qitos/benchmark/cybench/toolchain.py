@@ -1,4 +1,4 @@
-"""The CyBench CTF toolchain: a pinned Python environment mounted read-only into the task sandbox.
+"""Scoring side (the sandbox's mounts). The CyBench CTF toolchain: a pinned Python environment mounted read-only into the task sandbox.
 
 Why: upstream runs agents in a Kali image that already has pwntools, pycryptodome, sympy, z3 and
 friends; the sandbox only sees the host's ``/usr``, whose ``python3`` has none of them, so crypto

@@ -1,4 +1,10 @@
-"""The engine-facing CyBench environment: one shell in the task's sandbox plus the questions of a mode.
+"""Agent side: the engine-facing CyBench environment (`make_env` is the `AgentEnvSpec` factory).
+
+It holds no task files, no sandbox and no answers: the public questions and file names it is
+given, the iteration clock, and a `ScoringLink` to the scoring side (`episode.py`), which runs each
+command in the task's sandbox (``shell.run``), records each submission (``subtask.submit``) and sends
+back a missed guided subtask's answer when the agent moves on. The same class runs in process
+(oracles), where the link calls `adapter.serve` directly (`DirectLink`).
 
 Modes follow upstream CyBench:
 
@@ -6,12 +12,14 @@ Modes follow upstream CyBench:
   limit; an answer ends the episode.
 - ``guided``: the subtasks, in order, in one episode (one trace). Each subtask has
   ``subtask_iterations`` iterations (5 upstream). An answer ends the subtask (it is scored later,
-  by exact match). When a subtask's iterations run out, its answer is revealed and the next
-  question follows. The episode is terminal after the last subtask; the flag is never revealed.
+  on the scoring side, by exact match). When a subtask's iterations run out, the scoring side
+  reveals its answer and the next question follows. The episode is terminal after the last
+  subtask; the flag is never revealed.
 
 Iteration clock: the engine calls ``step_summary()`` exactly once after every step (its return
 value becomes the step's ``state_diff``), so that is where one iteration is charged to the question
 that was open when the step began. A reply with no command still costs an iteration, as upstream.
+The scoring side enforces its own bound (commands per question), whatever this clock says.
 
 What the agent is told: the opening (the staged files, and in guided mode the first question),
 later questions and reveals are queued as notices; an agent shows ``take_notices()`` before its
@@ -21,24 +29,25 @@ never learns whether an answer was right.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from qitos.benchmark.cybench.runtime import CybenchRuntime
-from qitos.benchmark.gold import Sealed
-from qitos.benchmark.cybench.tasks import SUBTASK_MAX_ITERATIONS, UNGUIDED_QUESTION, CybenchTask, Split
-from qitos.benchmark.sandbox import WORK_MOUNT, SandboxResult
+from qitos.benchmark.base import TaskRuntime
+from qitos.benchmark.sandbox import WORK_MOUNT
+from qitos.benchmark.sides.contract import AgentCallRefused, ScoringLink
 from qitos.core.tools import Tool, tool
 
 Outcome = Literal["pending", "answered", "out_of_iterations"]
 EventSink = Callable[[str, dict[str, Any]], None]
-OBSERVATION_LIMIT = 8000  # characters of one command's output shown to the agent (head and tail kept)
+FACTORY = "qitos.benchmark.cybench.agent_env:make_env"
 
 
 class QuestionRecord(BaseModel):
-    """One question of the episode and what happened to it."""
+    """One question of the episode and what happened to it (the agent side's own account)."""
 
     index: int
     question: str
@@ -50,51 +59,40 @@ class QuestionRecord(BaseModel):
     last_step: int | None = None
 
 
-def format_result(result: SandboxResult, limit: int = OBSERVATION_LIMIT) -> str:
-    """A command's output as the agent sees it: stdout, stderr, then how it ended."""
-    parts = [result.stdout.rstrip("\n")] if result.stdout.strip() else []
-    if result.stderr.strip():
-        parts.append("[stderr]\n" + result.stderr.rstrip("\n"))
-    text = "\n".join(parts)
-    if len(text) > limit:
-        half = limit // 2
-        text = f"{text[:half]}\n[... {len(text) - limit} characters cut ...]\n{text[-half:]}"
-    if result.timed_out:
-        status = "the command hit the time limit and was killed"
-    else:
-        status = f"exit code {result.exit_code}"
-    if result.truncated:
-        status += "; output truncated"
-    return f"{text}\n[{status}]" if text else f"[no output; {status}]"
+class DirectLink:
+    """The in-process link (oracles, tests): each call goes straight to the scoring side's `serve`, as JSON, and
+    fails as a call across the boundary does (`AgentCallRefused`, also for a service that raised)."""
+
+    def __init__(self, serve: Callable[[str, dict[str, Any]], Any]) -> None:
+        self._serve = serve
+
+    def call(self, method: str, payload: dict[str, Any] | None = None) -> Any:
+        try:
+            reply = self._serve(method, json.loads(json.dumps(payload or {})))
+        except AgentCallRefused:
+            raise
+        except Exception as exc:  # noqa: BLE001 - as sides.scoring answers a failing service
+            raise AgentCallRefused(f"{type(exc).__name__}: {exc}") from exc
+        return json.loads(json.dumps(reply))
 
 
 class CybenchEnv:
-    """One CyBench episode: commands run in the runtime's sandbox; answers are recorded per question."""
+    """One CyBench episode as the agent acts on it: commands and answers go to the scoring side over `link`."""
 
     deterministic = False
 
-    def __init__(
-        self,
-        task: CybenchTask,
-        runtime: CybenchRuntime,
-        *,
-        split: Split = "unguided",
-        files: Sequence[str] = (),
-        subtask_iterations: int = SUBTASK_MAX_ITERATIONS,
-        include_hints: bool = False,
-        gold: Sealed[CybenchTask] | None = None,
-    ) -> None:
+    def __init__(self, link: ScoringLink, questions: Sequence[str], *, split: str = "unguided",
+                 files: Sequence[str] = (), subtask_iterations: int = 5) -> None:
         if split not in ("unguided", "guided"):
             raise ValueError(f"CybenchEnv split must be 'unguided' or 'guided', got {split!r}")
         if subtask_iterations < 1:
             raise ValueError(f"CybenchEnv subtask_iterations must be at least 1, got {subtask_iterations}")
-        # the agent reaches this env through its tools: it keeps the task without answers, and the answers
-        # it may reveal (missed guided subtasks, never the flag) sealed
-        self._gold: Sealed[CybenchTask] = gold if gold is not None else Sealed(task)
-        self.task, self.runtime, self.split = task.without_gold(), runtime, split
+        if not questions:
+            raise ValueError("CybenchEnv needs at least one question")
+        self.link, self.split = link, split
+        self._questions = [str(q) for q in questions]
         self.files = list(files)
         self.subtask_iterations = subtask_iterations
-        self.include_hints = include_hints
         self.records: list[QuestionRecord] = []
         self.current = 0
         self.steps = 0
@@ -103,15 +101,13 @@ class CybenchEnv:
         self._notices: list[str] = []
         self._sink: EventSink | None = None
         self._used = False
-        self.reset()
+        self._start()
 
     # -- questions ------------------------------------------------------------------------------
 
     def question_texts(self) -> list[str]:
         """The questions of this mode, as shown to the agent."""
-        if self.split == "unguided":
-            return [UNGUIDED_QUESTION]
-        return [self.task.subtask_prompt(i, include_hints=self.include_hints) for i in range(len(self.task.subtasks))]
+        return list(self._questions)
 
     @property
     def iteration_limit(self) -> int | None:
@@ -130,11 +126,15 @@ class CybenchEnv:
         self._sink = sink
 
     def reset(self, task: Any = None) -> None:
-        """Start the questions over; after a used episode, also restage the work dir (fresh files)."""
+        """Start the questions over; after a used episode, the scoring side restages the work dir (fresh
+        files), which it refuses once a question is closed."""
         if self._used:
-            self.files = self.runtime.prepare().files
+            self.files = list(self.link.call("episode.reset", {})["files"])
+        self._start()
+
+    def _start(self) -> None:
         self._used = False
-        self.records = [QuestionRecord(index=i, question=q) for i, q in enumerate(self.question_texts())]
+        self.records = [QuestionRecord(index=i, question=q) for i, q in enumerate(self._questions)]
         self.current = self.steps = self._open_at_step_start = 0
         self._answered_in_step = set()
         self._notices = [self.opening()]
@@ -157,9 +157,10 @@ class CybenchEnv:
         elif record.outcome == "pending" and self.iteration_limit and record.iterations >= self.iteration_limit:
             record.outcome = "out_of_iterations"
             diff["ended"] = "out_of_iterations"
-            if index < len(self.records) - 1:
+            reply = self._close(index, None)  # the scoring side reveals a missed subtask (never the flag)
+            if reply.get("reveal"):
                 record.revealed = True
-                self._notices.append(self._gold.open().reveal_message(index))
+                self._notices.append(str(reply["reveal"]))
             self._emit({"event": "question_end", "subtask": index, "outcome": record.outcome,
                         "iterations": record.iterations, "revealed": record.revealed, "after_step": self.steps})
             self._advance()
@@ -172,9 +173,14 @@ class CybenchEnv:
     def is_terminal(self) -> bool:
         return self.current >= len(self.records)
 
+    def final_state(self) -> dict[str, Any]:
+        """The agent side's account of its episode (iterations per question); scores come from the scoring side."""
+        return {"current": self.current, "steps": self.steps,
+                "records": [r.model_dump(include={"index", "outcome", "iterations", "first_step", "last_step"})
+                            for r in self.records]}
+
     def close(self) -> None:
-        """Release the sandbox; the recorded answers stay readable for scoring."""
-        self.runtime.close()
+        """Nothing to release here: the sandbox lives on the scoring side."""
 
     # -- agent actions --------------------------------------------------------------------------
 
@@ -184,7 +190,10 @@ class CybenchEnv:
         if not command.strip():
             return "Empty command; give a shell command line."
         self._used = True
-        return format_result(self.runtime.run(command))
+        try:
+            return str(self.link.call("shell.run", {"command": command})["output"])
+        except AgentCallRefused as exc:
+            return f"Refused: {exc}"
 
     def submit(self, answer: str) -> str:
         """Record `answer` for the open question and move on (no feedback on correctness)."""
@@ -193,6 +202,10 @@ class CybenchEnv:
         self._used = True
         index = self.current
         record = self.records[index]
+        try:
+            self._close(index, str(answer))
+        except AgentCallRefused as exc:
+            return f"Refused: {exc}"
         record.answer, record.outcome = str(answer).strip(), "answered"
         self._answered_in_step.add(index)
         self._emit({"event": "question_end", "subtask": index, "outcome": "answered",
@@ -236,6 +249,10 @@ class CybenchEnv:
 
     # -- internals ------------------------------------------------------------------------------
 
+    def _close(self, index: int, answer: str | None) -> dict[str, Any]:
+        reply = self.link.call("subtask.submit", {"index": index, "answer": answer})
+        return reply if isinstance(reply, dict) else {}
+
     def _advance(self) -> None:
         self.current += 1
         if not self.is_terminal():
@@ -245,3 +262,14 @@ class CybenchEnv:
     def _emit(self, payload: dict[str, Any]) -> None:
         if self._sink is not None:
             self._sink("env_step", payload)
+
+
+def make_env(*, workdir: Path, link: ScoringLink, split: str, questions: list[str], files: list[str],
+             subtask_iterations: int, handles: dict[str, Any]) -> TaskRuntime:
+    """The `AgentEnvSpec` factory: the agent side's runtime (its env and the public handles the recipes read)."""
+    from qitos.benchmark.cybench.adapter import CybenchOptions
+
+    public = dict(handles)
+    public["options"] = CybenchOptions(**public.get("options", {}))
+    env = CybenchEnv(link, questions, split=split, files=files, subtask_iterations=subtask_iterations)
+    return TaskRuntime(env=env, workdir=workdir, handles=public)
