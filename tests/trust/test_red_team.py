@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import require_system
 from tests.platform.conftest import qit, rows
 from tests.support.openai_server import OpenAIServer, Reply
 
@@ -74,6 +75,25 @@ def test_red_team_runner_on_jsonl_finds_nothing(outsider: Path, tmp_path: Path) 
     tasks.write_text("".join(json.dumps({"id": f"q{i}", "question": f"What is secret number {i}?",
                                          "answer": f"{MARKER}-{i}"}) + "\n" for i in range(3)))
     _assert_nothing_worked(_run(outsider, tmp_path, "jsonl", "--root", str(tasks)), 3, "jsonl")
+
+
+CYBENCH_TASK = "cybench_benchmark_hackthebox_cyber-apocalypse-2024_crypto_[Very_Easy]_Dynastic"
+
+
+@pytest.mark.parametrize("benchmark", ["cybench", "desktop-starter"])
+def test_red_team_runner_on_other_families_finds_nothing(benchmark: str, outsider: Path, tmp_path: Path,
+                                                         request: pytest.FixtureRequest) -> None:
+    """The same runner on a CyBench task and a desktop task: their gold (flags, checkers) is not in the
+    tests' marker format, so here the proof is the report's routes and the row, not a needle."""
+    if benchmark == "cybench":
+        data = request.getfixturevalue("cybench_data")
+        args = ["--split", "unguided", "--task-ids", CYBENCH_TASK, "--data-dir", str(data.parent)]
+    else:
+        from qitos.benchmark.desktop.display import requirements
+
+        require_system(not requirements(), "the desktop tools (Xvfb, openbox, xdotool)")
+        args = ["--task-ids", "click-apply"]
+    _assert_nothing_worked(_run(outsider, tmp_path, benchmark, *args), 1, benchmark)
 
 
 def _marked_gaia(tmp_path: Path) -> Path:
