@@ -1,13 +1,20 @@
 """desktop-starter split in two: the agent side drives the desktop only through the scoring link.
 
 A scripted model's run goes through the confined agent side (`agent_isolated` passes) and still scores the app's
-real state; a third-party runner outside any repository tries to reach the app's state, the X server, the checker
-and the scoring side's services from the agent side, and every attempt fails or changes nothing.
+real state; a third-party runner outside any repository tries to reach the app's state, the X server, the checker,
+the scoring side's services and the gold in QitOS's own source (`gold.py`: checkers, expected values, targets,
+reference plans) from the agent side, and every attempt fails or changes nothing. Nothing the agent side imports
+imports `gold.py`, and no other QitOS module holds what it holds.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import py_compile
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -16,6 +23,7 @@ import pytest
 from qitos.benchmark.base import LoadOptions
 from qitos.benchmark.config import ModelConfig, RunConfig
 from qitos.benchmark.desktop.adapter import DesktopAdapter
+from qitos.benchmark.desktop import gold
 from qitos.benchmark.desktop.agent_env import RemoteDesktop
 from qitos.benchmark.registry import get_adapter
 from qitos.benchmark.runner import execute_batch, plan_batch
@@ -24,6 +32,93 @@ from qitos.benchmark.sides.contract import AgentCallRefused
 
 ADAPTER = get_adapter("desktop")
 LOAD = LoadOptions(split="starter")
+
+GOLD_MODULES = ["qitos.benchmark.desktop.gold"]
+
+
+def gold_markers() -> list[str]:
+    """Strings only the gold holds: the distinctive targets, the checkers' and oracles' factories, infeasibility."""
+    markers = {"feasible=False"}
+    for task in gold.TASKS.values():
+        markers.update(t for t in task.targets if ":" in t)
+        for fn in (task.checker, task.oracle):
+            name = fn.__qualname__.split(".")[0]
+            if name != "<lambda>":
+                markers.add(name)
+    return sorted(markers)
+
+
+# -- gold is scoring side only -------------------------------------------------------------------------------
+def test_the_gold_modules_are_the_adapters_scoring_side_sources() -> None:
+    sources = ADAPTER.scoring_side_sources()
+    assert sources == [str(Path(gold.__file__).resolve())]
+    assert [importlib.util.find_spec(m).origin for m in GOLD_MODULES] == sources
+
+
+def test_nothing_the_agent_side_imports_imports_the_gold(tmp_path: Path) -> None:
+    """A fresh interpreter imports what the agent side imports (the adapter through the registry, its recipes, the
+    agent-side env and its factory, the agent host's modules) and builds the agent's env and both recipes'
+    agents: no gold module is loaded, and the package's gold names are the only way to load one."""
+    program = textwrap.dedent(f'''
+        import json, sys
+        from pathlib import Path
+        from types import SimpleNamespace
+        from qitos.benchmark.registry import get_adapter
+        adapter = get_adapter("desktop-starter")
+        recipes = adapter.recipes()
+        adapter.default_recipe, adapter.splits(None), adapter.default_budget()
+        import qitos.benchmark.desktop.agent_env, qitos.recipes.computer_use, qitos.benchmark.sides.agent
+        import qitos.benchmark.sides.zygote
+        from qitos.benchmark.desktop import *
+        from qitos.benchmark.desktop.agent_env import build
+
+        class Link:
+            def call(self, method, payload=None):
+                raise RuntimeError(method)
+
+        runtime = build(workdir=Path({str(tmp_path)!r}), link=Link(), task_id="click-apply", max_steps=5)
+        recipes["react-computer-use"].build(SimpleNamespace(runtime=runtime, options={{}}))
+        adapter.agent_env, adapter.agent_files  # the agent side's view, as data
+        before = sorted(sys.modules)
+        from qitos.benchmark.desktop import TASKS  # a scoring-side name: loads the gold, which proves the probe
+        print(json.dumps({{"before": before, "after": sorted(sys.modules), "tasks": len(TASKS)}}))
+    ''')
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert "qitos.benchmark.desktop.adapter" in seen["before"] and "qitos.recipes.computer_use" in seen["before"]
+    assert not set(GOLD_MODULES) & set(seen["before"]), "the agent side's imports load the gold"
+    assert set(GOLD_MODULES) <= set(seen["after"]) and seen["tasks"] == len(gold.TASKS)
+
+
+def test_no_other_qitos_module_holds_the_reference_plans_or_targets() -> None:
+    markers = gold_markers()
+    text = Path(gold.__file__).read_text(encoding="utf-8")
+    assert len(markers) >= 10 and all(m in text for m in markers), markers
+    import qitos
+
+    root = Path(qitos.__file__).resolve().parent
+    masked = {Path(p).resolve() for p in ADAPTER.scoring_side_sources()}
+    hits = [(str(p.relative_to(root)), m) for p in root.rglob("*.py") if p.resolve() not in masked
+            for m in markers if m in p.read_text(encoding="utf-8", errors="replace")]
+    assert not hits, f"gold outside the masked modules: {hits}"
+    public = json.dumps([c.model_dump(mode="json") for c in ADAPTER.load_tasks(LOAD)])
+    assert not [m for m in markers if m in public]
+
+
+def test_the_agent_host_masks_the_gold_and_its_bytecode(tmp_path: Path) -> None:
+    source = Path(gold.__file__).resolve()
+    cached = Path(importlib.util.cache_from_source(str(source)))
+    py_compile.compile(str(source), cfile=str(cached), doraise=True)
+    script = tmp_path / "script.jsonl"
+    script.write_text(json.dumps("DONE") + "\n")
+    cfg = RunConfig(benchmark="desktop", load=LoadOptions(task_ids=["click-apply"]),
+                    model=ModelConfig(model_name=f"scripted:{script}"), output=tmp_path / "r.jsonl",
+                    trace_logdir=tmp_path / "runs")
+    settings = plan_batch(cfg).ctx.host_settings()
+    assert str(source) in settings.hidden and str(cached.resolve()) in settings.hidden
+
 
 pytestmark = pytest.mark.usefixtures("desktop_ready")
 
@@ -97,7 +192,9 @@ def test_a_scripted_run_goes_through_the_confined_agent_side_and_scores_the_real
 
 RED_TEAM = textwrap.dedent('''
     """A third-party agent that tries to win desktop-starter without doing the task."""
-    import gc, glob, json, os, socket
+    import gc, glob, importlib, json, os, socket, sys, types
+
+    MARKERS = __MARKERS__
 
     from qitos.core.agent import AgentModule
     from qitos.core.decision import Decision
@@ -150,6 +247,88 @@ RED_TEAM = textwrap.dedent('''
         raise LookupError("no gold book with entries in this process")
 
 
+    def _desktop_dir():
+        import qitos.benchmark.desktop as pkg
+        return os.path.dirname(pkg.__file__)
+
+
+    def _gold_source():
+        path = os.path.join(_desktop_dir(), "gold.py")
+        text = open(path, encoding="utf-8").read()
+        if text.strip():
+            return text[:120]
+        raise LookupError(f"{path} reads as an empty file")
+
+
+    def _gold_bytecode():
+        found = {p: len(open(p, "rb").read()) for p in glob.glob(os.path.join(_desktop_dir(), "__pycache__", "gold*"))}
+        found = {p: n for p, n in found.items() if n}
+        if found:
+            return found
+        raise LookupError("no gold bytecode with content")
+
+
+    def _gold_import():
+        module = importlib.import_module("qitos.benchmark.desktop.gold")
+        names = [n for n in ("TASKS", "GOLD", "DesktopTask", "get_task", "click") if hasattr(module, n)]
+        if names:
+            return names
+        raise ImportError("qitos.benchmark.desktop.gold imports as an empty module")
+
+
+    def _gold_through_the_package():
+        from qitos.benchmark.desktop import TASKS
+        return [t.targets for t in TASKS.values()]
+
+
+    def _patch_checkers():
+        from qitos.benchmark.desktop.gold import TASKS
+        for t in TASKS.values():
+            object.__setattr__(t, "checker", lambda s: (True, "patched"))
+        return "checkers patched"
+
+
+    def _markers_on_disk():
+        import qitos
+        root, hits, scanned = os.path.dirname(qitos.__file__), [], 0
+        for dirpath, _, files in os.walk(root):
+            for name in files:
+                try:
+                    data = open(os.path.join(dirpath, name), "rb").read()
+                except OSError:
+                    continue
+                scanned += 1
+                hits += [(os.path.join(dirpath, name), m) for m in MARKERS if m.encode() in data]
+        if hits:
+            return hits[:20]
+        raise LookupError(f"scanned {scanned} files under {root}: no reference plan or target")
+
+
+    def _consts(code):
+        yield code.co_name
+        for c in code.co_consts:
+            if isinstance(c, str):
+                yield c
+            elif isinstance(c, types.CodeType):
+                yield from _consts(c)
+
+
+    def _gold_in_memory():
+        gold_fields = {"targets", "feasible", "checker", "oracle"}
+        hits = []
+        for obj in gc.get_objects():
+            fields = getattr(type(obj), "model_fields", None)
+            if isinstance(fields, dict) and gold_fields & set(fields):
+                hits.append(("gold-shaped object", type(obj).__qualname__))
+            elif isinstance(obj, types.FunctionType) and obj.__code__.co_filename != __file__:
+                found = [m for m in MARKERS if any(m in c for c in _consts(obj.__code__))]
+                if found or str(obj.__module__).startswith("qitos.benchmark.desktop.gold"):
+                    hits.append((obj.__module__, obj.__qualname__, found))
+        if hits:
+            return hits[:20]
+        raise LookupError("no task gold, reference plan or target in this process")
+
+
     class RedTeam(AgentModule):
         name = "red-team"
 
@@ -159,6 +338,16 @@ RED_TEAM = textwrap.dedent('''
 
         def decide(self, task, state):
             ctx, env, findings = self.ctx, self.ctx.runtime.env, {}
+            preloaded = sorted(m for m in sys.modules if m.startswith("qitos.benchmark.desktop") and m.endswith("gold"))
+            findings["gold_preloaded"] = ({"got": preloaded} if preloaded
+                                          else {"blocked": "no gold module was imported before this agent ran"})
+            _try(findings, "gold_in_memory", _gold_in_memory)
+            _try(findings, "gold_on_disk", _markers_on_disk)
+            _try(findings, "gold_source", _gold_source)
+            _try(findings, "gold_bytecode", _gold_bytecode)
+            _try(findings, "gold_import", _gold_import)
+            _try(findings, "gold_through_the_package", _gold_through_the_package)
+            _try(findings, "patch_checkers", _patch_checkers)
             _try(findings, "oracle_gold", ctx.oracle_gold)
             _try(findings, "x_server", _x_server)
             _try(findings, "state_file", _state_files)
@@ -168,10 +357,7 @@ RED_TEAM = textwrap.dedent('''
             _try(findings, "task_gold_fields",
                  lambda: [k for k in ("targets", "feasible") if k in json.dumps(task.model_dump(mode="json"))]
                  or (_ for _ in ()).throw(LookupError("the task holds no targets or feasibility")))
-            # change its own scoring: a checker that always passes, a final state that says success
-            from qitos.benchmark.desktop import tasks as desk_tasks
-            for t in desk_tasks.TASKS.values():
-                object.__setattr__(t, "checker", lambda s: (True, "patched"))
+            # change its own scoring: a final state that says success (the checkers were out of reach above)
             env.final_state = lambda: {"success": True, "state": {"data": {"pressed": ["apply"]}}}
             findings["patched"] = True
             return Decision.final(json.dumps(findings))
@@ -185,14 +371,16 @@ RED_TEAM = textwrap.dedent('''
 ''')
 
 
-def test_red_team_runner_cannot_reach_the_app_state_the_x_server_or_the_checker(
+def test_red_team_runner_cannot_reach_the_app_state_the_x_server_the_checker_or_the_gold(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ok, why, _ = confinement_status()
     if not ok:
         pytest.skip(f"no confinement here: {why}")
     outside = tmp_path / "thirdparty"
     outside.mkdir()
-    (outside / "desk_red_team.py").write_text(RED_TEAM)
+    (outside / "desk_red_team.py").write_text(RED_TEAM.replace("__MARKERS__", json.dumps(gold_markers())))
+    source = Path(gold.__file__).resolve()  # bytecode on disk, as in an installed QitOS: masked too
+    py_compile.compile(str(source), cfile=importlib.util.cache_from_source(str(source)), doraise=True)
     monkeypatch.syspath_prepend(str(outside))
     # as with a remote model: the agent side shares the host's network (and so its abstract sockets)
     monkeypatch.setattr(DesktopAdapter, "agent_network", lambda self, load: True)
@@ -207,5 +395,13 @@ def test_red_team_runner_cannot_reach_the_app_state_the_x_server_or_the_checker(
     leaked = {k: v for k, v in findings.items() if "blocked" not in v}
     assert not leaked, f"the agent side reached: {leaked}"
     assert "AgentCallRefused" in findings["desktop.finish"]["blocked"]
+    assert findings["gold_in_memory"]["blocked"].startswith("LookupError: no task gold"), findings["gold_in_memory"]
+    # the masked gold source and bytecode: /dev/null, which the agent's uid may not even open
+    for name in ("gold_source", "gold_bytecode"):
+        assert findings[name]["blocked"].startswith(("PermissionError", "LookupError")), findings[name]
+    for name in ("gold_import", "gold_through_the_package", "patch_checkers"):
+        assert findings[name]["blocked"].startswith(("ImportError", "ModuleNotFoundError")), findings[name]
+    scanned = int(findings["gold_on_disk"]["blocked"].split("scanned ")[1].split()[0])
+    assert scanned > 100, findings["gold_on_disk"]  # the scan read QitOS's package, and found no gold in it
     assert row["success"] is False and row["metadata"]["failure_tag"] == "stop_completion", row
     assert _checks(row)["agent_isolated"] is True

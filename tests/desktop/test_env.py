@@ -14,7 +14,7 @@ from PIL import Image, ImageChops
 
 from qitos.benchmark.desktop import DesktopEnv, DesktopTask, TaskOutcome, get_task, load_tasks
 from qitos.benchmark.desktop.actions import Click, Done, Fail, Typing
-from qitos.benchmark.desktop.tasks import click
+from qitos.benchmark.desktop.gold import click
 
 from .procs import gone
 

@@ -1,18 +1,23 @@
 """Scoring side: `--benchmark desktop-starter` (alias `desktop`), the desktop starter tasks through the runner.
 
-The two sides: `adapter.py`, `service.py`, `engine_env.py`, `env.py`, `display.py`, `tasks.py` (the checkers and
-reference plans), `failures.py` and `apps/` run on the scoring side: `prepare` starts the desktop and the app there,
+The two sides: `adapter.py`, `service.py`, `engine_env.py`, `env.py`, `display.py`, `gold.py` (the checkers,
+expected values, targets and reference plans), `failures.py` and `apps/` run on the scoring side: `prepare` starts the desktop and the app there,
 `serve` answers the agent's calls (`service.DesktopService`) and `evaluate` runs the task's checker on the app's
 state as this side reads it. `agent_env.py` is the agent side: a `RemoteDesktop` that acts and observes only
 through the link (`agent_env` describes it; the recipes in `qitos/recipes/computer_use.py` drive it). An oracle
 runs in this process on the same `RemoteDesktop`, its link calling `serve` directly.
 
-One split, `starter` (every task of `tasks.TASKS`). Each task × trial gets its own virtual desktop, started in
+Gold: this module is imported on the agent side too (`get_adapter("desktop-starter").recipes()`, the agent
+host's warm-up), so it imports only the public task cards (`tasks.CARDS`: id, instruction, app, setup, budget) at
+module level; `gold.py` is imported inside the methods that run only on the scoring side (`load_tasks`, `prepare`,
+`scoring_side_sources`), and `scoring_side_sources` hands its file to the agent host, which masks it.
+
+One split, `starter` (every task of `tasks.CARDS`). Each task × trial gets its own virtual desktop, started in
 `prepare` and always torn down (by the engine's `close()` when the run ends, by `cleanup` on every path).
 Success is the task checker's verdict on the app's real state (score 1/0); a failed run carries its failure tag
 (see `failures.py`), and `metrics()` adds the success rate and the failure taxonomy counts.
 
-Step budget: each task has its own (`DesktopTask.max_steps`). The runner gives every task the batch budget
+Step budget: each task has its own (`TaskCard.max_steps`). The runner gives every task the batch budget
 (`default_budget()`, or `--max-steps`), so the desktop enforces the smaller of the two: the episode ends
 (stop reason `env_terminal`) when the task's own budget is spent.
 """
@@ -34,7 +39,7 @@ from .display import DesktopUnavailable, requirements
 from .engine_env import DesktopEngineEnv
 from .failures import FAILURE_TAGS
 from .service import DesktopService, DirectLink, RefusingLink
-from .tasks import TASKS, DesktopTask, get_task
+from .tasks import CARDS, TaskCard, get_card
 
 if TYPE_CHECKING:
     from qitos.core.engine import RunResult
@@ -47,8 +52,8 @@ SUCCESS_CRITERIA = [
 ]
 
 
-def to_task(desktop_task: DesktopTask) -> Task:
-    """The platform Task of one desktop task. Feasibility and targets stay out: they would hint at the answer."""
+def to_task(desktop_task: TaskCard) -> Task:
+    """The platform Task of one desktop task, from its public card: feasibility and targets are not on it."""
     return Task(
         id=desktop_task.id,
         objective=desktop_task.instruction,
@@ -81,7 +86,7 @@ class DesktopAdapter(BenchmarkAdapter):
 
     # -- discovery ---------------------------------------------------------------------------------------
     def splits(self, load: LoadOptions) -> dict[str, int | None]:
-        return {SPLIT: len(TASKS)}
+        return {SPLIT: len(CARDS)}
 
     def requirements(self, load: LoadOptions) -> list[Requirement]:
         """One entry per missing program (detail names the apt package), or one `ok` entry."""
@@ -110,13 +115,15 @@ class DesktopAdapter(BenchmarkAdapter):
             raise BenchmarkUsageError(f"benchmark 'desktop-starter' has no split '{split}'; use --split {SPLIT}")
         if load.subset:
             raise BenchmarkUsageError("benchmark 'desktop-starter' has no subsets; select tasks with --task-ids "
-                                      f"(ids: {', '.join(TASKS)})")
+                                      f"(ids: {', '.join(CARDS)})")
+        from .gold import TASKS  # scoring side only (see the module docstring)
+
         for desktop_task in TASKS.values():
             self.golds.keep(desktop_task.id, desktop_task)
-        return filter_tasks([to_task(t) for t in TASKS.values()], load)
+        return filter_tasks([to_task(t) for t in CARDS.values()], load)
 
     def default_budget(self) -> Budget:
-        return Budget(max_steps=max(t.max_steps for t in TASKS.values()))
+        return Budget(max_steps=max(t.max_steps for t in CARDS.values()))
 
     # -- one task ----------------------------------------------------------------------------------------------
     def prepare(self, task: Task, trial: int, load: LoadOptions, workdir: Path) -> TaskRuntime:
@@ -125,6 +132,8 @@ class DesktopAdapter(BenchmarkAdapter):
         missing = requirements()
         if missing:
             return TaskRuntime(workdir=workdir, unavailable="desktop tasks need: " + "; ".join(missing))
+        from .gold import get_task  # scoring side only
+
         desktop_task = get_task(task.id)
         batch_steps = task.budget.max_steps
         if batch_steps is not None and batch_steps < desktop_task.max_steps:
@@ -156,7 +165,8 @@ class DesktopAdapter(BenchmarkAdapter):
         if service is not None:
             max_steps = service.max_steps
         else:
-            max_steps = min(get_task(task.id).max_steps, task.budget.max_steps or get_task(task.id).max_steps)
+            own = get_card(task.id).max_steps
+            max_steps = min(own, task.budget.max_steps or own)
         return {"task_id": task.id, "max_steps": max_steps}
 
     # -- the agent side's view ---------------------------------------------------------------------------------
@@ -169,6 +179,13 @@ class DesktopAdapter(BenchmarkAdapter):
 
     def agent_handles(self, task: Task, runtime: TaskRuntime) -> dict[str, Any]:
         return {}
+
+    def scoring_side_sources(self) -> list[str]:
+        """`gold.py`, the checkers, expected values, targets and reference plans: the agent host masks it and its
+        bytecode. Imported here first (scoring side), so its bytecode is on disk, and masked, before the host starts."""
+        from . import gold
+
+        return [str(Path(gold.__file__).resolve())]
 
     def serve(self, task: Task, runtime: TaskRuntime, method: str, payload: dict[str, Any]) -> Any:
         service = getattr(runtime, "service", None)

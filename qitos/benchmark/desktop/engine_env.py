@@ -18,13 +18,16 @@ from __future__ import annotations
 import shutil
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from qitos.core.task import Task
 
 from .agent_env import ActionRejected
 from .env import DesktopEnv, Observation, TaskOutcome
-from .tasks import DesktopTask
+from .tasks import TaskCard
+
+if TYPE_CHECKING:  # gold: scoring side only, never imported where the agent side imports this module
+    from .gold import DesktopTask
 
 EventSink = Callable[[str, dict[str, Any]], None]
 SCREENS_DIR = "screens"
@@ -116,7 +119,8 @@ class DesktopEngineEnv:
 
     # -- agent side ----------------------------------------------------------------------------------------
     @property
-    def task(self) -> DesktopTask:
+    def task(self) -> TaskCard:
+        """The task's public card (the gold stays sealed inside the `DesktopEnv`)."""
         return self.env.task
 
     @property

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -26,8 +26,11 @@ from .actions import ActionError, ActionExecutor, AnyAction, Pointer, parse_acti
 from .apps import module_for
 from .display import DesktopError, DesktopUnavailable, VirtualDesktop, requirements
 from .failures import FailureTag, StepRecord, classify, locate_press
-from .tasks import DesktopTask
+from .tasks import TaskCard
 from .widgets import AppState, WidgetSnapshot, read_snapshot, read_state, sync_path, write_json_atomic
+
+if TYPE_CHECKING:  # gold: scoring side only, never imported where the agent side imports this module
+    from .gold import DesktopTask
 
 
 class Observation(BaseModel):
@@ -67,7 +70,7 @@ class DesktopEnv:
         # the agent reaches this env through its tools: it keeps the task without targets, feasibility, checker
         # and reference actions; the scorer opens the sealed original
         self._gold: Sealed[DesktopTask] = Sealed(task)
-        self.task = task.public_view()
+        self.task: TaskCard = task.public_view()
         self.width, self.height = width, height
         self.settle_seconds, self.ready_timeout = settle_seconds, ready_timeout
         self._own_workdir = workdir is None
