@@ -15,6 +15,7 @@ import sys
 import tempfile
 import threading
 import traceback
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -168,6 +169,7 @@ class JobContext:
         return self._probe_model
 
     _probe_model: Any = None
+    _closures: dict = dataclasses.field(default_factory=dict)
 
     def job_model(self):
         return self.model_provider()
@@ -180,7 +182,11 @@ class JobContext:
             from qitos.spec.code_identity import closure_identity, store_sources
         except ImportError:
             return
-        listing = store_sources(Path(run_dir), closure_identity(files))
+        key = tuple(files)
+        identity = self._closures.get(key)
+        if identity is None:  # the same closure job after job: identified once (hundreds of paths to resolve)
+            identity = self._closures[key] = closure_identity(files)
+        listing = store_sources(Path(run_dir), identity)
         if listing:  # what ran, readable by anyone: the files and where each is kept
             index = Path(run_dir) / "agent_code" / "index.json"
             index.parent.mkdir(exist_ok=True)

@@ -8,6 +8,7 @@ to the trace as a `model_retry` event.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -56,6 +57,20 @@ def _retry_after(exc: BaseException | None) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         return None
+
+
+@functools.lru_cache(maxsize=1)
+def shared_ssl_context():
+    """One TLS context per process, made the way the SDK's HTTP client makes its own: loading the CA store
+    takes tens of milliseconds (half a second on a loaded machine), once per client otherwise, and the agent
+    side builds a client per task. Made once in the agent host, it is inherited by every task's child."""
+    import importlib
+
+    import openai
+
+    client_class = next(c for c in openai.DefaultHttpxClient.__mro__ if c.__name__ == "Client")
+    http = importlib.import_module(client_class.__module__.split(".")[0])  # httpx, or the fork the SDK uses
+    return http.create_ssl_context()
 
 
 class OpenAICompatModel:
@@ -113,7 +128,8 @@ class OpenAICompatModel:
             import openai
 
             self._client = openai.OpenAI(base_url=self.base_url, api_key=os.environ.get(self.api_key_env) or "EMPTY",
-                                         max_retries=0, timeout=self.request_timeout)
+                                         max_retries=0, timeout=self.request_timeout,
+                                         http_client=openai.DefaultHttpxClient(verify=shared_ssl_context()))
         return self._client
 
     def _create(self, request: dict[str, Any]) -> dict[str, Any]:

@@ -142,11 +142,18 @@ def _runtime(job: AgentJob, workdir: Path, link: ScoringLink) -> TaskRuntime:
 
 
 def module_files() -> list[str]:
-    """The files of every module this process imported: the agent's import closure, for `code_identified`."""
+    """The files of every module this process imported from outside the Python installation and QitOS: the
+    agent's import closure, for `code_identified` (the scoring side checks each path again)."""
+    import sysconfig
+
+    import qitos
+
+    installed = tuple({p.rstrip("/") + "/" for p in (sys.prefix, sys.base_prefix, *sysconfig.get_paths().values(),
+                                                    str(Path(qitos.__file__).parent)) if p})
     files = set()
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
-        if isinstance(path, str) and path.endswith(".py"):
+        if isinstance(path, str) and path.endswith(".py") and not path.startswith(installed):
             files.add(path)
     return sorted(files)
 
@@ -180,8 +187,7 @@ def run_agent_job(job: AgentJob, link: ScoringLink, send: Callable[[dict[str, An
     finally:
         _close(runtime)
     return AgentOutcome(stop_reason=result.stop_reason.value, final_answer=result.final_answer, steps=result.steps,
-                        error=result.error, final_state=result.final_state, description=describe(agent, model, job),
-                        closure=module_files())
+                        error=result.error, final_state=result.final_state, closure=module_files())
 
 
 def _named_model(job: AgentJob, name: str):
