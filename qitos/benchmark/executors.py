@@ -94,12 +94,16 @@ def _ray_job(cfg_json: str, task_json: str, trial: int, digest: str, experiment_
     task = Task.model_validate_json(task_json)
     # gold never travels with the task: this worker's adapter loads it from its own copy of the data
     adapter.load_tasks(cfg.load.model_copy(update={"task_ids": [task.id], "limit": None}))
-    with tempfile.TemporaryDirectory(prefix="qitos-ray-") as tmp:
-        row = run_job(ctx, task, trial, trace_logdir=Path(tmp))
-        if row is None:
-            return None, None
-        packed = _pack_dir(Path(row.trace_run_dir)) if row.trace_run_dir else None
-        return row.model_dump(mode="json"), packed
+    try:
+        with tempfile.TemporaryDirectory(prefix="qitos-ray-") as tmp:
+            row = run_job(ctx, task, trial, trace_logdir=Path(tmp))
+            if row is None:
+                return None, None
+            packed = _pack_dir(Path(row.trace_run_dir)) if row.trace_run_dir else None
+            return row.model_dump(mode="json"), packed
+    finally:
+        if ctx.host is not None:  # this node's agent host for the job (the agent side runs here, confined)
+            ctx.host.close()
 
 
 RAY_FIX = ("start a head with `ray start --head --port 6379` and pass the address it prints "

@@ -31,3 +31,23 @@ def test_ray_rows_match_local(tmp_path):
         manifest = json.loads((run_dir / "manifest.json").read_text())
         assert manifest["status"] == "completed" and manifest["run_spec"]["environment"]["executor"] == "ray"
         assert (run_dir / "steps.jsonl").read_text().strip()
+
+
+def test_ray_jobs_run_the_agent_side_confined(tmp_path):
+    """On a Ray worker the job keeps its two sides: the agent in a confined agent host on that node, the trace and
+    the row written by the job's scoring side."""
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 3)
+    script = tmp_path / "script.jsonl"
+    script.write_text("".join(json.dumps(f"Final Answer: {2 * i}") + "\n" for i in range(1)))
+    done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:qa",
+               "--model-name", f"scripted:{script}", "--executor", "ray", "--concurrency", "3", "--output", "r.jsonl",
+               cwd=tmp_path, env={"RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = rows(tmp_path / "r.jsonl")
+    assert sorted(r["task_id"] for r in out) == ["t0", "t1", "t2"]
+    assert [r["success"] for r in sorted(out, key=lambda r: r["task_id"])] == [True, False, False]
+    for r in out:
+        manifest = json.loads((tmp_path / r["trace_run_dir"] / "manifest.json").read_text())
+        checks = {c["check"]: c for c in manifest["official_checks"]}
+        assert checks["agent_isolated"]["passed"], checks["agent_isolated"]
+        assert manifest["run_spec"]["environment"]["agent_side"] == "bwrap"
