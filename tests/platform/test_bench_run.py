@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.platform.conftest import REPO, qit, rows, write_tasks
 
 RUNNER = "tests.support.runners:oracle"
@@ -59,10 +61,11 @@ def test_results_of_another_runspec_are_refused(tmp_path):
     assert forced.returncode == 0
 
 
-def _start_batch(tmp_path, n=12, delay="0.4"):
+def _start_batch(tmp_path, n=12, delay="0.4", agent_side=False):
     tasks = write_tasks(tmp_path / "tasks.jsonl", n)
+    runner = ["tests.support.runners:slow_agent"] if agent_side else ["tests.support.runners:slow_oracle", "--validator"]
     args = [sys.executable, "-m", "qitos.cli.qit", "bench", "run", "-b", "jsonl", "--root", str(tasks), "--runner",
-            "tests.support.runners:slow_oracle", "--validator", "--concurrency", "2", "--output", "r.jsonl"]
+            *runner, "--concurrency", "2", "--output", "r.jsonl"]
     env = {**__import__("os").environ, "PYTHONPATH": str(REPO), "QITOS_TEST_DELAY": delay}
     proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
@@ -91,8 +94,9 @@ def test_sigkill_mid_batch_then_resume_loses_and_duplicates_nothing(tmp_path):
     assert sorted(r["task_id"] for r in after) == sorted(f"t{i}" for i in range(12))
 
 
-def test_ctrl_c_cancels_in_flight_and_prints_summary(tmp_path):
-    proc, args, env = _start_batch(tmp_path, delay="1.0")
+@pytest.mark.parametrize("runner", ["validator", "agent side"])
+def test_ctrl_c_cancels_in_flight_and_prints_summary(tmp_path, runner):
+    proc, args, env = _start_batch(tmp_path, delay="1.0", agent_side=runner == "agent side")
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
@@ -154,10 +158,13 @@ def test_worker_processes_give_the_rows_threads_give(tmp_path):
     assert len(pids) == 2, f"two worker processes wrote the traces, got writers {pids}"
 
 
-def test_ctrl_c_with_worker_processes_cancels_and_resumes(tmp_path):
+@pytest.mark.parametrize("runner", ["validator", "agent side"])
+def test_ctrl_c_with_worker_processes_cancels_and_resumes(tmp_path, runner):
     tasks = write_tasks(tmp_path / "tasks.jsonl", 12)
+    chosen = ["tests.support.runners:slow_agent"] if runner == "agent side" else ["tests.support.runners:slow_oracle",
+                                                                                 "--validator"]
     args = [sys.executable, "-m", "qitos.cli.qit", "bench", "run", "-b", "jsonl", "--root", str(tasks), "--runner",
-            "tests.support.runners:slow_oracle", "--validator", "--concurrency", "4", "--workers", "2", "--output", "r.jsonl"]
+            *chosen, "--concurrency", "4", "--workers", "2", "--output", "r.jsonl"]
     env = {**__import__("os").environ, "PYTHONPATH": str(REPO), "QITOS_TEST_DELAY": "1.0"}
     # its own process group, like a terminal's foreground job: Ctrl-C reaches the parent and every worker
     proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

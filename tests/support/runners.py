@@ -70,6 +70,15 @@ def slow_oracle(ctx) -> AgentModule:
 slow_oracle.needs_model = False
 
 
+def slow_agent(ctx) -> AgentModule:
+    """slow_oracle's three steps with one-second pauses and no gold: it runs on the agent side, where the
+    environment (QITOS_TEST_DELAY) and gold are not."""
+    return _SlowOracle(None, 1.0)
+
+
+slow_agent.needs_model = False
+
+
 def qa(ctx) -> AgentModule:
     """The built-in QA recipe (uses the model), for replay tests."""
     return build_qa_agent(ctx)

@@ -107,7 +107,10 @@ class AgentHost:
         else:
             argv, cwd = command, tempfile.gettempdir()
         try:
-            self._proc = subprocess.Popen(argv, pass_fds=passed, env=env, cwd=cwd,
+            # its own session: a terminal's Ctrl-C (or `timeout`, a batch scheduler) signals the runner's process
+            # group, and the runner cancels each job through its socket; bwrap's --die-with-parent ends the host
+            # if the runner dies
+            self._proc = subprocess.Popen(argv, pass_fds=passed, env=env, cwd=cwd, start_new_session=True,
                                           stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log)
         finally:
             theirs.close()

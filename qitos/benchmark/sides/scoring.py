@@ -106,6 +106,8 @@ class _Job:
                 else:
                     raise StreamError(f"unexpected message {kind!r} from the agent side")
         except WireClosed as exc:
+            if self.ctx.cancel_event.is_set():  # the run was being cancelled: no row, a rerun does it again
+                return AgentOutcome(stop_reason=StopReason.CANCELLED.value)
             return AgentOutcome(stop_reason=StopReason.ERROR.value,
                                 error=f"the agent side ended without an outcome ({exc})")
         finally:
