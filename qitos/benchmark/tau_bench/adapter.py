@@ -161,18 +161,26 @@ class TauBenchAdapter(BenchmarkAdapter):
         return Budget(max_steps=30)  # upstream's max_num_steps
 
     # -- one task ---------------------------------------------------------------------------------
-    def prepare(self, task: Task, trial: int, load: LoadOptions, workdir: Path) -> TaskRuntime:
-        """The scoring side (user, reward) and, for in-process runs (oracles), the agent side's env built by the
-        same factory as in the agent process, on this process's copy of the domain, linked to `serve` directly."""
+    def prepare_scoring_side(self, task: Task, trial: int, load: LoadOptions, workdir: Path) -> TaskRuntime:
+        """The scoring side of one task × trial: its simulated user and reward (:class:`.scoring.TauScoring`), and
+        the JSON arguments of the agent side's env (``agent_env``)."""
         meta = task.metadata
         data = load_data(load, meta["subset"])
         split, index = meta["split"], int(meta["task_index"])
         runtime = TauRuntime(workdir=workdir)
         runtime.scoring = TauScoring(data, split, index, load.options, runtime)
-        kwargs = self._agent_kwargs(data, split, index, trial, load.options)
-        agent_side = build_env(data.agent_domain(), workdir, DirectLink(self, task, runtime), **kwargs)
-        runtime.env, runtime.handles = agent_side.env, agent_side.handles
-        runtime.handles["agent_kwargs"] = kwargs  # what `agent_env` ships (JSON, no gold)
+        runtime.handles = {"agent_kwargs": self._agent_kwargs(data, split, index, trial, load.options)}
+        return runtime
+
+    def prepare(self, task: Task, trial: int, load: LoadOptions, workdir: Path) -> TaskRuntime:
+        """The scoring side, plus for in-process runs (oracles) the agent side's env, built by the same factory as
+        in the agent process on this process's copy of the domain, and linked to `serve` directly."""
+        runtime = self.prepare_scoring_side(task, trial, load, workdir)
+        data = runtime.scoring.data  # type: ignore[attr-defined]
+        agent_side = build_env(data.agent_domain(), workdir, DirectLink(self, task, runtime),
+                               **runtime.handles["agent_kwargs"])
+        runtime.env = agent_side.env
+        runtime.handles = {**agent_side.handles, **runtime.handles}
         return runtime
 
     @staticmethod
