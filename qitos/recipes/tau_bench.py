@@ -272,6 +272,7 @@ def build_oracle(ctx: Any) -> AgentModule:
     """Scoring side: the gold plan, and a scripted user that says the task's instruction (the scoring side's)."""
     env = tau_env(ctx)
     ctx.runtime.scoring.oracle_user()
+    env.deterministic = True  # its user is scripted, whatever --option user_strategy says
     return TauOracle(env, ctx.oracle_gold())
 
 
