@@ -134,3 +134,41 @@ def test_a_tool_calling_run_is_isolated_and_scores_on_the_scoring_side(tau_data:
     instruction = json.loads((tau_data / "retail" / "tasks_test.json").read_text())[1]["instruction"]
     assert reset["payload"]["user_instruction"] == instruction
     assert row["metadata"]["last_message"] == AGENT_SCRIPT[-1]
+
+
+def _marked_tau(tau_data: Path, root: Path) -> Path:
+    """A copy of the data whose tasks' instructions and required outputs carry the red team's marker."""
+    from tests.trust.test_red_team import MARKER
+
+    for domain in ("retail", "airline"):
+        folder = root / domain
+        folder.mkdir(parents=True)
+        (folder / "db").symlink_to(tau_data / domain / "db")
+        for name in ("wiki.md", "rules.json", "tools.json"):
+            (folder / name).write_bytes((tau_data / domain / name).read_bytes())
+        for source in (tau_data / domain).glob("tasks_*.json"):
+            tasks = json.loads(source.read_text())
+            for i, task in enumerate(tasks):
+                task["instruction"] = f"{MARKER}-{i} {task['instruction']}"
+                task["outputs"] = [*task["outputs"], f"{MARKER}-{i}"]
+            (folder / source.name).write_text(json.dumps(tasks))
+    (root / "upstream").symlink_to(tau_data / "upstream")
+    return root
+
+
+def test_red_team_runner_on_tau_bench_finds_nothing(tau_data: Path, tmp_path: Path) -> None:
+    """The third-party red-team runner (tests/trust) against Tau-Bench: no instruction or output read, the
+    environment's forged final state and reward change nothing, no row or trace forged."""
+    import shutil
+
+    from tests.trust.test_red_team import AGENT, _assert_nothing_worked, _run
+
+    outsider = tmp_path / "agent"
+    outsider.mkdir()
+    shutil.copy(AGENT, outsider / "red_team_agent.py")
+    root = _marked_tau(tau_data, tmp_path / "tau")
+    out = _run(outsider, tmp_path, "tau-bench", "--root", str(root), "--subset", "retail", "--limit", "2",
+               "--option", "user_strategy=scripted", "--option", f"user_replies={json.dumps(['Hello, I need help.'])}")
+    _assert_nothing_worked(out, 2, "tau-bench")
+    for row in out:
+        assert row["score"] == 0.0 and row["metadata"]["done"] is False  # the forged final state ended nothing
