@@ -50,7 +50,7 @@ class PlainDb:
 
 
 def all_tasks(domains: list[DomainData]) -> list[tuple[DomainData, str, int]]:
-    return [(d, split, i) for d in domains for split, tasks in d.tasks.items() for i in range(len(tasks))]
+    return [(d, split, i) for d in domains for split in DOMAIN_SPLITS[d.name] for i in range(len(d.split_tasks(split)))]
 
 
 def final_action(domain: DomainData, split: str, index: int) -> tuple[list[Any], tuple[str, dict[str, Any]]]:

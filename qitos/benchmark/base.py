@@ -71,6 +71,9 @@ class TaskRuntime:
     unavailable: str | None = None  # set → the row is `requires_unavailable` with this reason
     # scoring side only: writes an event into the run's trace (e.g. a simulated user's model call in `serve`)
     trace_event: Callable[[str, dict[str, Any]], None] | None = None
+    # scoring side only: builds the run's models (None: the agent's; a name: that model with the agent's settings),
+    # e.g. for a simulated user that `serve` runs; set by the job after `prepare`
+    make_model: Callable[[str | None], Any] | None = None
 
 
 @dataclass

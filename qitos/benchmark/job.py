@@ -287,6 +287,7 @@ def run_job(ctx: JobContext, task: Task, trial: int, trace_logdir: Path | None =
                         error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
         if runtime.unavailable:
             return _row(ctx, task, trial, StopReason.REQUIRES_UNAVAILABLE.value, error=runtime.unavailable)
+        runtime.make_model = ctx.model_factory()  # scoring-side services' models (e.g. a simulated user's)
         verdict = _Verdict(ctx, task, runtime)
         if ctx.split:
             from .sides.scoring import run_split

@@ -1,10 +1,12 @@
 """Tau-Bench agents: upstream's tool-calling, react, act and few-shot agents, a repair variant, the oracle.
 
-The upstream agents follow ``tau_bench/agents/`` of the pinned commit request for request: the
-same system prompt (texts read from the data dir's ``upstream/``), the same messages kept between
+Agent side (the oracle excepted: it runs on the scoring side, with gold). The upstream agents follow
+``tau_bench/agents/`` of the pinned commit request for request: the same system prompt (upstream's texts,
+rendered by the scoring side from the data dir's ``upstream/`` and handed over with the env, see
+``TauEngineEnv.text``), the same messages kept between
 calls, the same parsing, and the same sampling (the agent's temperature is sent, no seed is sent,
 as upstream's agents send none; ``--seed`` is still recorded). All of them open with the simulated
-user's first message; the task instruction stays with the user.
+user's first message; the task instruction stays with the user, on the scoring side.
 
 * ``tool-calling``: the policy (wiki.md) as system prompt and the domain tools as functions. Only
   the first tool call of a reply runs (the kept assistant message is cut to it, with its arguments
@@ -19,7 +21,8 @@ user's first message; the task instruction stays with the user.
 * ``tool-calling-repair``: not upstream's protocol. Like ``tool-calling``, but arguments that are
   not JSON get a repair message instead of ending the episode (raises scores of such models).
 * ``oracle`` replays the task's gold actions and states the required outputs, against a scripted
-  user; no model calls. It validates the environment and scoring; it is not a baseline.
+  user; no model calls. It validates the environment and scoring; it is not a baseline. It runs in the
+  scoring process (gold through ``ctx.oracle_gold()``), on the same env as the agent side's.
 """
 
 from __future__ import annotations
@@ -29,9 +32,7 @@ from typing import Any
 
 from qitos.benchmark.base import Recipe
 from qitos.benchmark.tau_bench.data import RESPOND_ACTION, TERMINATE_TOOLS
-from qitos.benchmark.tau_bench.engine_env import TauEngineEnv, setup_user
-from qitos.benchmark.tau_bench.run_options import few_shot_sample, run_options
-from qitos.benchmark.tau_bench.upstream import UpstreamProtocol, load_upstream
+from qitos.benchmark.tau_bench.engine_env import TauEngineEnv
 from qitos.core.agent import AgentModule, AgentState, StepOutcome
 from qitos.core.decision import Action, Decision
 from qitos.core.parsers import NativeToolsParser, ParseResult, Parser, repair_note
@@ -199,14 +200,14 @@ class TauFewShotAgent(TauToolCallingAgent):
 class TauChatReactAgent(_TauAgent):
     """Upstream's ChatReActAgent (``use_reasoning`` True: react, False: act)."""
 
-    def __init__(self, env: TauEngineEnv, protocol: UpstreamProtocol, *, use_reasoning: bool) -> None:
-        field_name = protocol.constants["RESPOND_ACTION_FIELD_NAME"]
+    def __init__(self, env: TauEngineEnv, *, use_reasoning: bool) -> None:
+        field_name = env.text("respond_field")
         parser = ChatReactParser(field_name, f"{UPSTREAM} {'react' if use_reasoning else 'act'}")
         parser.name = f"tau_upstream_chat_{'react' if use_reasoning else 'act'}_v1"
         super().__init__(env, env.registry(with_respond=True), parser)
         self.name = "tau-react" if use_reasoning else "tau-act"
-        self.prompt = protocol.chat_react_prompt(env.wiki, env.tools_info, use_reasoning=use_reasoning)
-        self.api_output_prefix = protocol.api_output_prefix
+        self.prompt = env.text("react_prompt" if use_reasoning else "act_prompt")
+        self.api_output_prefix = env.text("api_output_prefix")
 
     def system_prompt(self, task: Task) -> str:
         return self.prompt
@@ -246,42 +247,32 @@ class TauOracle(_TauAgent):
 
 
 def build_tool_calling(ctx: Any) -> AgentModule:
-    env = tau_env(ctx)
-    setup_user(ctx)
-    return TauToolCallingAgent(env)
+    return TauToolCallingAgent(tau_env(ctx))
 
 
 def build_repair(ctx: Any) -> AgentModule:
-    env = tau_env(ctx)
-    setup_user(ctx)
-    return TauRepairAgent(env)
+    return TauRepairAgent(tau_env(ctx))
 
 
 def build_few_shot(ctx: Any) -> AgentModule:
+    """Upstream's few-shot agent; the examples of this task × trial, drawn as upstream's run draws them
+    (``--option num_few_shots``, ``run_seed``, ``shuffle``), come with the env."""
     env = tau_env(ctx)
-    protocol = load_upstream(env.domain.root)
-    displays = protocol.few_shot_displays(env.domain.name)
-    opts = run_options(ctx.options or {})
-    trial = int(ctx.runtime.handles.get("trial", 0))
-    count = len(env.domain.split_tasks(env.split))
-    chosen = few_shot_sample(opts, count, len(displays), trial, env.task_index)
-    setup_user(ctx)
-    return TauFewShotAgent(env, protocol.few_shot_system_prompt(env.wiki, [displays[i] for i in chosen]))
+    return TauFewShotAgent(env, env.text("few_shot_prompt"))
 
 
 def _build_chat_react(use_reasoning: bool):
     def build(ctx: Any) -> AgentModule:
-        env = tau_env(ctx)
-        protocol = load_upstream(env.domain.root)
-        setup_user(ctx)
-        return TauChatReactAgent(env, protocol, use_reasoning=use_reasoning)
+        return TauChatReactAgent(tau_env(ctx), use_reasoning=use_reasoning)
 
     return build
 
 
 def build_oracle(ctx: Any) -> AgentModule:
+    """Scoring side: the gold plan, and a scripted user that says the task's instruction (the scoring side's)."""
     env = tau_env(ctx)
-    setup_user(ctx, strategy="scripted", replies=[env.task.instruction])
+    ctx.runtime.scoring.oracle_user()
+    env.deterministic = True  # its user is scripted, whatever --option user_strategy says
     return TauOracle(env, ctx.oracle_gold())
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from qitos.benchmark.tau_bench.engine_env import setup_user
 from qitos.core import AgentModule, Decision
 
 
@@ -22,5 +21,4 @@ class _SayHi(AgentModule):
 
 
 def say_hi(ctx) -> AgentModule:
-    setup_user(ctx)
-    return _SayHi(ctx.runtime.env)
+    return _SayHi(ctx.runtime.env)  # the simulated user is the benchmark's: no code here sets it up

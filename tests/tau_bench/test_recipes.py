@@ -41,6 +41,7 @@ def episode(tau_data: Path, tmp_path: Path, build, agent_model, *, subset: str =
     task = adapter.load_tasks(load)[index]
     runtime = adapter.prepare(task, 0, load, tmp_path)
     models = {None: agent_model, "user": user_model}
+    runtime.make_model = lambda n: models[n]  # as the job sets it: the scoring side's user builds its model here
     ctx = RecipeContext(task=task, runtime=runtime, load=load, options=load.options, make_model=lambda n: models[n],
                         oracle=adapter.oracle_handle(task))
     agent = build(ctx)
@@ -177,7 +178,7 @@ def test_oracle_reward_leaves_the_agents_state(tau_data: Path, tmp_path: Path) -
                                           index=2)
     assert result.stop_reason is StopReason.ENV_TERMINAL and evaluation.success and evaluation.score == 1.0
     meta = evaluation.metadata
-    assert meta["final_state_digest"] == meta["gold_state_digest"] == runtime.env.env.state_digest()
+    assert meta["final_state_digest"] == meta["gold_state_digest"] == runtime.env.state_digest()
     assert len(meta["actions_taken"]) == 6  # the agent's actions only; no replayed gold calls appended
     assert meta["outputs"] == {"23553": True} and meta["r_actions"] == 1.0
     steps = load_run(result.run_dir).steps

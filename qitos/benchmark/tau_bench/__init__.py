@@ -1,6 +1,16 @@
 """Tau-Bench (retail, airline): a faithful re-implementation of sierra-research/tau-bench's envs.
 
-Typical use::
+The package in two sides (what a ``qit bench run`` puts in which process):
+
+* agent side: ``agent_env`` (the factory the agent process calls), ``engine_env`` (the Engine's env and the
+  tools), ``episode`` (upstream's step semantics on the episode's database), ``domain`` (a domain without
+  its tasks, read from the files shipped to the agent);
+* scoring side: ``adapter``, ``scoring`` (the simulated user behind ``serve``, the record of what it was told,
+  the reward of the final state), ``data`` (the tasks: instructions, gold actions, outputs), ``user``,
+  ``reward``, ``upstream``, ``run_options``; ``metrics``, ``interop``, ``fetch`` work on rows and data;
+* both: the tools (``tools``, ``retail_tools``, ``airline_tools``, ``common_tools``), ``state``, ``digest``, ``errors``.
+
+``env.TauEnv`` is both sides in one process, for library use and the conformance fixtures::
 
     domain = load_domain(data_dir, "retail")           # data_dir = $QITOS_DATA_DIR/tau-bench
     env = TauEnv(domain, task_index=0, split="test", user=make_user("llm", model))

@@ -1,19 +1,23 @@
-"""``--benchmark tau-bench``: the retail and airline domains of sierra-research/tau-bench.
+"""Scoring side: ``--benchmark tau-bench``, the retail and airline domains of sierra-research/tau-bench.
 
 Selection: ``--subset retail|airline`` (the domain, default retail), ``--split`` (retail: test 115,
 train 500, dev 20; airline: test 50). Task ids are ``tau_<domain>_<split>_<index:05d>``. Data is
 read from ``--root`` (the folder holding retail/ and airline/) or ``<data dir>/tau-bench``.
 
-The agent never sees the task instruction: it goes to the simulated user, whose first message
-opens the conversation. Gold actions and outputs live in task metadata under keys that
-``Task.public_summary()`` drops. Options: ``user_strategy``, ``user_model`` (``--user-model``),
+The two sides: the agent side (:mod:`.agent_env`, :mod:`.engine_env`, :mod:`.episode`, :mod:`.domain`;
+the tools, :mod:`.state` and :mod:`.digest` are shared) acts on its own copy of the database with the
+domain's tools, and never sees a task's instruction, gold actions or outputs. The scoring side (this
+module, :mod:`.scoring`, :mod:`.data`, :mod:`.user`, :mod:`.reward`, :mod:`.upstream`) holds the tasks and
+the simulated user: the agent's ``respond`` reaches it through ``serve`` (``user.reset``,
+``user.respond``), and the reward is computed from the final database the agent side returns and from
+this side's record of what the user was told. Options: ``user_strategy``, ``user_model`` (``--user-model``),
 ``user_temperature``, ``user_seed`` (``--user-temperature``, ``--user-seed``), ``user_replies``
-(see :func:`engine_env.setup_user`); upstream's run options ``start_index``, ``end_index``,
+(see :meth:`.scoring.TauScoring._build_user`); upstream's run options ``start_index``, ``end_index``,
 ``shuffle``, ``run_seed``, ``num_few_shots`` (see :mod:`.run_options`). The score is upstream's
 reward (0 or 1; 0 when the episode never ended); success is reward 1.
 
-A ``--runner`` agent must attach the simulated user itself:
-``qitos.benchmark.tau_bench.engine_env.setup_user(ctx)`` in its builder.
+The simulated user is the benchmark's: a ``--runner`` agent meets it with no code of its own (its
+``respond`` actions go to it).
 """
 
 from __future__ import annotations
@@ -27,10 +31,13 @@ from qitos.core.task import Budget, EnvSpec, Task
 
 from ..base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
 from ..errors import BenchmarkUsageError
+from ..sides.contract import AgentCallRefused, AgentEnvSpec
+from .agent_env import FACTORY, FOLDER, build_env
 from .data import DOMAIN_SPLITS, DomainData, load_domain
-from .engine_env import TauEngineEnv, user_replies, user_sampling
+from .domain import agent_files
 from .errors import TauDataError
 from .run_options import RunOptions, run_options
+from .scoring import DirectLink, TauRuntime, TauScoring, agent_texts, user_replies, user_sampling
 from .user import USER_STRATEGIES
 
 if TYPE_CHECKING:
@@ -81,6 +88,7 @@ class TauBenchAdapter(BenchmarkAdapter):
     deterministic_env = True
     scorer_official = True
     scorer_note = "upstream's reward (database hash and required outputs), checked by the conformance fixtures"
+    split_sides = True
 
     # -- discovery -----------------------------------------------------------------------------
     def splits(self, load: LoadOptions) -> dict[str, int | None]:
@@ -152,12 +160,55 @@ class TauBenchAdapter(BenchmarkAdapter):
     def default_budget(self) -> Budget:
         return Budget(max_steps=30)  # upstream's max_num_steps
 
-    # -- one task ----------------------------------------------------------------------------------
-    def prepare(self, task: Task, trial: int, load: LoadOptions, workdir: Path) -> TaskRuntime:
+    # -- one task ---------------------------------------------------------------------------------
+    def prepare_scoring_side(self, task: Task, trial: int, load: LoadOptions, workdir: Path) -> TaskRuntime:
+        """The scoring side of one task × trial: its simulated user and reward (:class:`.scoring.TauScoring`), and
+        the JSON arguments of the agent side's env (``agent_env``)."""
         meta = task.metadata
         data = load_data(load, meta["subset"])
-        env = TauEngineEnv(data, meta["split"], int(meta["task_index"]))
-        return TaskRuntime(env=env, workdir=workdir, handles={"domain": data.name, "trial": trial})
+        split, index = meta["split"], int(meta["task_index"])
+        runtime = TauRuntime(workdir=workdir)
+        runtime.scoring = TauScoring(data, split, index, load.options, runtime)
+        runtime.handles = {"agent_kwargs": self._agent_kwargs(data, split, index, trial, load.options)}
+        return runtime
+
+    def prepare(self, task: Task, trial: int, load: LoadOptions, workdir: Path) -> TaskRuntime:
+        """The scoring side, plus for in-process runs (oracles) the agent side's env, built by the same factory as
+        in the agent process on this process's copy of the domain, and linked to `serve` directly."""
+        runtime = self.prepare_scoring_side(task, trial, load, workdir)
+        data = runtime.scoring.data  # type: ignore[attr-defined]
+        agent_side = build_env(data.agent_domain(), workdir, DirectLink(self, task, runtime),
+                               **runtime.handles["agent_kwargs"])
+        runtime.env = agent_side.env
+        runtime.handles = {**agent_side.handles, **runtime.handles}
+        return runtime
+
+    @staticmethod
+    def _agent_kwargs(data: DomainData, split: str, index: int, trial: int, options: dict[str, Any]) -> dict[str, Any]:
+        return {"split": split, "task_index": index, "trial": trial,
+                "user_strategy": str(options.get("user_strategy") or "llm"),
+                "texts": agent_texts(data, split, index, trial, options)}
+
+    def agent_env(self, task: Task, runtime: TaskRuntime) -> AgentEnvSpec:
+        """The agent side's env: the domain's database, policy, rules and tool schemas as files; no task file."""
+        data = runtime.scoring.data  # type: ignore[attr-defined]
+        folder = data.root / data.name
+        files = {f"{FOLDER}/{rel}": str(folder / rel) for rel in agent_files(data.name)}
+        return AgentEnvSpec(factory=FACTORY, kwargs={"domain": data.name, **runtime.handles["agent_kwargs"]},
+                            files=files)
+
+    def agent_handles(self, task: Task, runtime: TaskRuntime) -> dict[str, Any]:
+        return {}  # the factory's own handles (domain, trial) are the agent side's
+
+    def serve(self, task: Task, runtime: TaskRuntime, method: str, payload: dict[str, Any]) -> Any:
+        """The simulated user: ``user.reset`` (its first message), ``user.respond`` (its reply, and whether the
+        conversation ended)."""
+        scoring: TauScoring = runtime.scoring  # type: ignore[attr-defined]
+        if method == "user.reset":
+            return scoring.reset()
+        if method == "user.respond":
+            return scoring.respond(payload)
+        raise AgentCallRefused(f"tau-bench offers no scoring-side service '{method}' (only user.reset, user.respond)")
 
     def describe_run(self, cfg: Any) -> str | None:
         """The simulated user: strategy, model (default: the agent's) and sampling (unset: not sent)."""
@@ -169,16 +220,9 @@ class TauBenchAdapter(BenchmarkAdapter):
         sampling = ", ".join(f"{k}={options[f'user_{k}']}" for k in ("temperature", "seed") if f"user_{k}" in options)
         return f"simulated user: {strategy}, model {model}, sampling {sampling or 'not sent (as upstream)'}"
 
-    def agent_built(self, ctx, agent) -> None:
-        """A `--runner` agent gets the simulated user from the run options, like the built-in recipes."""
-        from .engine_env import setup_user
-
-        env = ctx.runtime.env
-        if env is not None and getattr(env, "user", None) is None:
-            setup_user(ctx)
-
     def evaluate(self, task: Task, result: "RunResult", runtime: TaskRuntime) -> Evaluation:
-        outcome = runtime.env.outcome()
+        """Upstream's reward, from the final state the agent side returned and this side's record of the user."""
+        outcome = runtime.scoring.outcome(result.final_state)  # type: ignore[attr-defined]
         reward = float(outcome.get("reward") or 0.0)
         return Evaluation(
             success=abs(reward - 1.0) <= SUCCESS_TOLERANCE, score=reward,

@@ -1,4 +1,4 @@
-"""The tool base class, the record lookup and the tools both domains share (calculate, think, transfer, user details).
+"""Both sides (the agent side acts with it, the scoring side replays gold with it): the tool base class, the record lookup and the tools both domains share (calculate, think, transfer, user details).
 
 Every tool is a class named like upstream's with a static ``invoke(data, <params>)`` whose
 parameter names and order are upstream's, so Python itself produces the exact ``TypeError``

@@ -1,6 +1,7 @@
-"""Loading a Tau-Bench domain (database, policy, tool schemas, tasks) from a data directory.
+"""Scoring side: loading a Tau-Bench domain (database, policy, tool schemas, tasks) from a data directory.
 
-The data directory is ``<QITOS_DATA_DIR>/tau-bench`` (layout in its README.md). A domain is
+The tasks (each user's instruction, the gold actions and outputs) stay here, on the scoring side;
+the agent side gets the domain without them (:mod:`.domain`). The data directory is ``<QITOS_DATA_DIR>/tau-bench`` (layout in its README.md). A domain is
 parsed once per process and cached per (directory, domain); its database is kept pristine
 and episodes work on copy-on-write views of it (:mod:`state`).
 """
@@ -16,13 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from qitos.benchmark.gold import Sealed
 
+from .domain import DOMAIN_COLLECTIONS, AgentDomain, read_json
 from .errors import TauDataError
 from .state import PristineDb
-
-DOMAIN_COLLECTIONS: dict[str, tuple[str, ...]] = {
-    "retail": ("orders", "products", "users"),
-    "airline": ("flights", "reservations", "users"),
-}
 DOMAIN_SPLITS: dict[str, tuple[str, ...]] = {
     "retail": ("test", "train", "dev"),
     "airline": ("test",),
@@ -65,7 +62,7 @@ class UserTask(BaseModel):
 
 
 class DomainData:
-    """Everything read from disk for one domain. Shared, treat as read-only."""
+    """Everything read from disk for one domain, its tasks included (scoring side). Shared, treat as read-only."""
 
     def __init__(
         self,
@@ -86,6 +83,13 @@ class DomainData:
         self._tasks = Sealed(tasks)  # gold actions and outputs: opened by the reward and the adapter only
         # Filled by reward.gold_state(): (split, task_index) -> fingerprints of the gold replay.
         self.gold_cache: dict[tuple[str, int], Any] = {}
+        self._agent_view: AgentDomain | None = None
+
+    def agent_domain(self) -> AgentDomain:
+        """The domain without its tasks (the same pristine database, policy and schemas): what the agent acts on."""
+        if self._agent_view is None:
+            self._agent_view = AgentDomain(self.name, self.pristine, self.wiki, self.rules, self.tools_info)
+        return self._agent_view
 
     def split_tasks(self, split: str) -> list[Task]:
         tasks = self._tasks.open()
@@ -143,10 +147,10 @@ def _read_domain(root: Path, domain: str) -> DomainData:
             f"tau-bench domain folder not found: {folder} "
             "(expected the data directory that holds retail/ and airline/, e.g. $QITOS_DATA_DIR/tau-bench)"
         )
-    collections = {name: _read_json(folder / "db" / f"{name}.json", dict) for name in DOMAIN_COLLECTIONS[domain]}
+    collections = {name: read_json(folder / "db" / f"{name}.json", dict) for name in DOMAIN_COLLECTIONS[domain]}
     tasks = {}
     for split in DOMAIN_SPLITS[domain]:
-        raw = _read_json(folder / f"tasks_{split}.json", list)
+        raw = read_json(folder / f"tasks_{split}.json", list)
         try:
             tasks[split] = [Task.model_validate(item) for item in raw]
         except ValueError as exc:
@@ -159,20 +163,8 @@ def _read_domain(root: Path, domain: str) -> DomainData:
         root=root,
         pristine=PristineDb(collections),
         wiki=wiki_path.read_text(encoding="utf-8"),
-        rules=_read_json(folder / "rules.json", list),
-        tools_info=_read_json(folder / "tools.json", list),
+        rules=read_json(folder / "rules.json", list),
+        tools_info=read_json(folder / "tools.json", list),
         tasks=tasks,
     )
 
-
-def _read_json(path: Path, kind: type) -> Any:
-    if not path.is_file():
-        raise TauDataError(f"tau-bench data file missing: {path}")
-    try:
-        with path.open(encoding="utf-8") as handle:
-            value = json.load(handle)
-    except json.JSONDecodeError as exc:
-        raise TauDataError(f"tau-bench data file is not valid JSON: {path}: {exc}") from exc
-    if not isinstance(value, kind):
-        raise TauDataError(f"tau-bench data file {path} should hold a JSON {kind.__name__}")
-    return value

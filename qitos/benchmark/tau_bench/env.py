@@ -1,11 +1,10 @@
-"""One Tau-Bench episode: the agent's actions against a domain database and a simulated user.
+"""Both sides in one process: a standalone Tau-Bench episode with its user and its reward.
 
-Step semantics follow upstream tau-bench (spec section 3.2): every action is logged first;
-``respond`` goes to the user simulator and ends the episode when the reply contains
-``###STOP###``; a registered tool runs with its exceptions turned into ``"Error: ..."``
-observations; ``transfer_to_human_agents`` ends the episode even when it fails; anything
-else is ``"Unknown action <name>"``. The reward is computed when the episode ends and,
-unlike upstream, leaves the agent's database and action log as they were.
+For library use, the conformance fixtures and the speed benchmark (``qit bench`` runs split the two:
+the agent side's :mod:`.engine_env` and the scoring side's :mod:`.scoring`). The step semantics are
+the agent side's :class:`.episode.TauEpisode`, upstream's (spec section 3.2); the simulated user
+gets the task's instruction; the reward is computed when the episode ends and, unlike upstream,
+leaves the agent's database and action log as they were.
 """
 
 from __future__ import annotations
@@ -15,11 +14,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .data import RESPOND_ACTION, STOP_TOKEN, TERMINATE_TOOLS, Action, DomainData, UserTask
-from .errors import EnvStateError, InvalidActionError
+from .data import STOP_TOKEN, Action, DomainData, UserTask
+from .episode import TauEpisode
+from .errors import EnvStateError
 from .reward import RewardResult, compute_reward
 from .state import TauDb, deep_copy
-from .tools import call_tool, domain_tools
 from .user import UserSimulator
 
 
@@ -45,12 +44,21 @@ class TauEnv:
         self.task_index = task_index
         self.task: UserTask = domain_data.user_task(split, task_index)  # validates split and index; no gold
         self.user = user
-        self._tools = domain_tools(domain_data.name)
-        self.db = TauDb(domain_data.pristine)
-        self.actions: list[Action] = []
-        self.done = False
+        self.episode = TauEpisode(domain_data.agent_domain())
         self.reward_result: RewardResult | None = None
         self._started = False
+
+    @property
+    def db(self) -> TauDb:
+        return self.episode.db
+
+    @property
+    def actions(self) -> list[Action]:
+        return self.episode.actions
+
+    @property
+    def done(self) -> bool:
+        return self.episode.done
 
     # --- what the agent is given ----------------------------------------------------------
     @property
@@ -70,9 +78,7 @@ class TauEnv:
     # --- episode ----------------------------------------------------------------------------
     def reset(self) -> StepResult:
         """Fresh database and action log; the simulated user opens the conversation."""
-        self.db = TauDb(self.domain_data.pristine)
-        self.actions = []
-        self.done = False
+        self.episode = TauEpisode(self.domain_data.agent_domain())
         self.reward_result = None
         self._started = True
         observation = self.user.reset(self.task.instruction)
@@ -84,40 +90,18 @@ class TauEnv:
         """Apply one action. Steps after the end are allowed (as upstream) and act on the same state."""
         if not self._started:
             raise EnvStateError("TauEnv.step() called before reset()")
-        if not isinstance(action_name, str):
-            raise InvalidActionError(f"action name must be a string, got {type(action_name).__name__}")
-        if kwargs is None:
-            kwargs = {}
-        if not isinstance(kwargs, Mapping):
-            raise InvalidActionError(f"arguments of {action_name!r} must be a JSON object, got {type(kwargs).__name__}")
-        if not all(isinstance(key, str) for key in kwargs):
-            raise InvalidActionError(f"argument names of {action_name!r} must be strings")
-        # The log and the tool get their own copies: the database never aliases the caller's objects.
-        self.actions.append(Action(name=action_name, kwargs=deep_copy(dict(kwargs))))
-        if action_name == RESPOND_ACTION:
-            observation, source = self._respond(kwargs), "user"
-            done = STOP_TOKEN in observation
-        elif action_name in self._tools:
-            observation = call_tool(self.domain_data.name, self._tools[action_name], self.db, deep_copy(dict(kwargs)))
-            source, done = action_name, action_name in TERMINATE_TOOLS
-        else:
-            observation, source, done = f"Unknown action {action_name}", action_name, False
+        observation, source, done = self.episode.apply(action_name, kwargs, self._respond)
         reward_result = None
         if done:
-            self.done = True
             reward_result = compute_reward(self.domain_data, self.split, self.task_index, self.db, self.actions)
             self.reward_result = reward_result
         info = StepInfo(source=source, user_cost=self.user.total_cost, reward_info=reward_result)
         reward = reward_result.reward if reward_result else None
         return StepResult(observation=observation, done=done, reward=reward, info=info)
 
-    def _respond(self, kwargs: Mapping[str, Any]) -> str:
-        if "content" not in kwargs:
-            raise InvalidActionError("respond needs a 'content' argument (the message to the user)")
-        content = kwargs["content"]
-        if not isinstance(content, str):
-            raise InvalidActionError(f"respond content must be a string, got {type(content).__name__}")
-        return self.user.step(content)
+    def _respond(self, content: str) -> tuple[str, bool]:
+        observation = self.user.step(content)
+        return observation, STOP_TOKEN in observation
 
     # --- inspection -------------------------------------------------------------------------
     def evaluate(self) -> RewardResult:

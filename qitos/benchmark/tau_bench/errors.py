@@ -1,4 +1,4 @@
-"""Exceptions raised out of the Tau-Bench environment (tool errors never are: they become observations)."""
+"""Both sides: exceptions raised out of the Tau-Bench environment (tool errors never are: they become observations)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``qit data fetch tau-bench``: turn an extracted upstream repository into our data layout.
+"""Scoring side (data, never in a run): ``qit data fetch tau-bench``: turn an extracted upstream repository into our data layout.
 
 Upstream (sierra-research/tau-bench) keeps its tasks, rules and tool schemas as Python modules.
 We read them with :mod:`ast` and evaluate only literals (``ast.literal_eval``); no upstream code

@@ -1,4 +1,4 @@
-"""Upstream tau-bench results files in and out (``qit bench import|export --format tau-bench``).
+"""Scoring side (rows, never in a run): upstream tau-bench results files in and out (``qit bench import|export --format tau-bench``).
 
 Upstream's ``run.py`` writes a JSON list with one object per trajectory: ``task_id`` (the task
 index), ``reward``, ``info``, ``traj`` (the agent's messages) and ``trial``. Importing turns each

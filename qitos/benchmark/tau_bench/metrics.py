@@ -1,4 +1,4 @@
-"""Tau-Bench's own figures over result rows: average reward and pass^k, overall and per domain.
+"""Scoring side (rows, never in a run): Tau-Bench's own figures over result rows: average reward and pass^k, overall and per domain.
 
 pass^k (upstream's pass-hat-k) is, averaged over tasks, the chance that k trials drawn without
 replacement from the task's n trials all pass: C(c, k) / C(n, k) with c passing trials. A trial

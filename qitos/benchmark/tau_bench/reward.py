@@ -1,4 +1,4 @@
-"""Tau-Bench reward: final database vs. a gold replay from pristine, plus the outputs check.
+"""Scoring side: the Tau-Bench reward: final database vs. a gold replay from pristine, plus the outputs check.
 
 Same decision as upstream (data hashes compared with upstream's own hash function; each
 expected output must be a case-insensitive substring of some ``respond`` content with commas
@@ -79,20 +79,25 @@ def gold_state(domain_data: DomainData, split: str, task_index: int) -> GoldStat
     return cached
 
 
-def outputs_found(outputs: Sequence[str], actions: Sequence[Action]) -> dict[str, bool]:
-    """Each expected output -> whether some respond content contains it (commas removed, any case)."""
-    said = [
-        str(action.kwargs.get("content", "")).lower().replace(",", "")
-        for action in actions
-        if action.name == RESPOND_ACTION
-    ]
-    return {output: any(output.lower() in text for text in said) for output in outputs}
+def said_in(actions: Sequence[Action]) -> list[str]:
+    """The contents of the respond actions of an action log, in order."""
+    return [str(action.kwargs.get("content", "")) for action in actions if action.name == RESPOND_ACTION]
+
+
+def outputs_found(outputs: Sequence[str], said: Sequence[str]) -> dict[str, bool]:
+    """Each expected output -> whether some message said to the user contains it (commas removed, any case)."""
+    texts = [text.lower().replace(",", "") for text in said]
+    return {output: any(output.lower() in text for text in texts) for output in outputs}
 
 
 def compute_reward(
-    domain_data: DomainData, split: str, task_index: int, db: TauDb, actions: Sequence[Action]
+    domain_data: DomainData, split: str, task_index: int, db: TauDb, actions: Sequence[Action],
+    said: Sequence[str] | None = None,
 ) -> RewardResult:
-    """Score the episode whose final database is `db` and whose action log is `actions`."""
+    """Score the episode whose final database is `db` and whose action log is `actions`.
+
+    `said`: the messages the user was sent (default: the respond actions of `actions`); a split run
+    passes the scoring side's own record of them, never the agent side's account."""
     task = domain_data.task(split, task_index)
     gold = gold_state(domain_data, split, task_index)
     data_hash = db.upstream_hash()
@@ -101,7 +106,7 @@ def compute_reward(
     found: dict[str, bool] = {}
     r_outputs: float | None = None
     if task.outputs:
-        found = outputs_found(task.outputs, actions)
+        found = outputs_found(task.outputs, said_in(actions) if said is None else said)
         r_outputs = 1.0 if all(found.values()) else 0.0
         if r_outputs == 0.0:
             reward = 0.0

@@ -1,4 +1,4 @@
-"""Upstream run.py's options that change what is measured: task range, shuffle, seed, few-shot count.
+"""Scoring side: upstream run.py's options that change what is measured: task range, shuffle, seed, few-shot count.
 
 ``--option start_index=N end_index=M`` select tasks [N, M) of the split (end -1: to the end), as
 upstream's ``--start-index``/``--end-index``. Upstream seeds Python's global random generator with

@@ -1,4 +1,4 @@
-"""Tool registries per domain and the upstream call convention (``invoke(data=db, **kwargs)``)."""
+"""Both sides (the agent side acts with it, the scoring side replays gold with it): tool registries per domain and the upstream call convention (``invoke(data=db, **kwargs)``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Upstream tau-bench's protocol texts, read at run time from ``<data dir>/tau-bench/upstream/``.
+"""Scoring side: upstream tau-bench's protocol texts, read at run time from ``<data dir>/tau-bench/upstream/``.
 
 The simulated user's system prompts, the supervisor prompts of the verify and reflection users,
 the chat ReAct/Act instructions and the few-shot examples are upstream's text, so QitOS never

@@ -1,4 +1,4 @@
-"""The simulated user of a Tau-Bench episode: upstream's user simulators, call for call.
+"""Scoring side: the simulated user of a Tau-Bench episode: upstream's user simulators, call for call.
 
 Model-driven strategies (``llm`` default, ``react``, ``verify``, ``reflection``) follow
 ``tau_bench/envs/user.py`` of the pinned commit: the same prompts (read from the data dir's

@@ -1,0 +1,317 @@
+"""Scoring side: the simulated user of one episode, the record of what it was told, and the reward.
+
+The agent side never holds the task's instruction, its gold actions or outputs. It reaches the user
+through ``adapter.serve``: ``user.reset`` (the user's first message) and ``user.respond`` (the user's
+reply to a message, and whether it ends the conversation). :class:`TauScoring` answers both, keeps
+every message the user was sent, and refuses calls the protocol does not allow at that moment (a
+second reset, a message after the end). The simulated user's model calls are traced from here
+(``runtime.trace_event``), as ``user_prompt``, ``user_model_call`` and the ``env_reset`` event that names
+the user's instruction for the board.
+
+The reward (:meth:`TauScoring.outcome`) is upstream's, computed from the final database the agent side
+returns (the pristine database plus the records it wrote) and from this side's record of what the user
+was told; the agent's own account of its actions is reported beside it, never used for it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from qitos.models.base import ModelError, ModelResponse, Usage
+
+from ..base import TaskRuntime
+from ..sides.contract import AgentCallRefused
+from .data import STOP_TOKEN, TERMINATE_TOOLS, Action, DomainData
+from .errors import TauDataError, TauError, UserSimulatorError
+from .reward import RewardResult, compute_reward
+from .run_options import few_shot_sample, run_options
+from .state import TauDb
+from .upstream import load_upstream
+from .user import USER_STRATEGIES, ScriptedUser, UserSimulator, make_user
+
+USER_EVENT = "user_model_call"
+
+
+@dataclass
+class TauRuntime(TaskRuntime):
+    """The scoring side's runtime of one task: `env` is the in-process agent-side env (oracles run on it);
+    `scoring` the user and the reward."""
+
+    scoring: "TauScoring | None" = None
+
+
+class DirectLink:
+    """The in-process runtime's link to the scoring side: the same `serve` calls, JSON in and out."""
+
+    def __init__(self, adapter: Any, task: Any, runtime: TaskRuntime) -> None:
+        self.adapter, self.task, self.runtime = adapter, task, runtime
+
+    def call(self, method: str, payload: dict[str, Any] | None = None) -> Any:
+        reply = self.adapter.serve(self.task, self.runtime, method, json.loads(json.dumps(payload or {})))
+        return json.loads(json.dumps(reply))
+
+
+class TauScoring:
+    """One episode's simulated user, what it was told, and the reward of the final state."""
+
+    def __init__(self, data: DomainData, split: str, task_index: int, options: dict[str, Any],
+                 runtime: TaskRuntime) -> None:
+        self.data, self.split, self.task_index = data, split, task_index
+        self.options = dict(options or {})
+        self.runtime = runtime
+        self.instruction = data.user_task(split, task_index).instruction
+        self.user: UserSimulator | None = None
+        self.user_config: dict[str, Any] = {}  # the model-driven user's model name and sampling (recorded)
+        self.said: list[str] = []  # every message the agent sent the user, in order
+        self.started = False
+        self.user_ended = False  # the user said ###STOP###
+        self.failure: str | None = None  # the user failed (its model gave up, or its reply was unusable)
+
+    # --- the user -------------------------------------------------------------------------------
+    @property
+    def strategy(self) -> str:
+        return str(self.options.get("user_strategy") or "llm")
+
+    def use_user(self, user: UserSimulator) -> None:
+        """Set the user (the oracle's scripted one) instead of the run options' user; before the reset."""
+        if self.started:
+            raise AgentCallRefused("the simulated user is set before the conversation starts")
+        self.user, self.user_config = user, {}
+
+    def oracle_user(self) -> UserSimulator:
+        """The oracle's user: says the instruction, then ###STOP### (scoring side: it knows the instruction)."""
+        user = ScriptedUser([self.instruction])
+        self.use_user(user)
+        return user
+
+    def emit(self, kind: str, payload: dict[str, Any]) -> None:
+        """Into the run's trace: through the job's `trace_event`, or (in-process) the env's own event sink."""
+        if self.runtime.trace_event is not None:
+            self.runtime.trace_event(kind, payload)
+        elif hasattr(self.runtime.env, "emit"):
+            self.runtime.env.emit(kind, payload)
+
+    def _build_user(self) -> UserSimulator:
+        """The user the run options ask for: ``user_strategy``, ``user_model`` (default the agent's), sampling,
+        ``user_replies``. When the agent's model replays a recorded run, a model-driven user replays that run's
+        recorded replies."""
+        options, strategy = self.options, self.strategy
+        if strategy not in USER_STRATEGIES:
+            raise UserSimulatorError(f"--option user_strategy={strategy}: unknown; choose one of "
+                                     f"{', '.join(USER_STRATEGIES)}")
+        if strategy == "scripted":
+            return ScriptedUser(user_replies(options.get("user_replies")) or [self.instruction])
+        if strategy == "human":
+            return make_user("human")
+        make = getattr(self.runtime, "make_model", None)
+        if make is None:
+            raise UserSimulatorError("no model for the simulated user: this runtime was not given the run's models")
+        agent_model = make(None)
+        if getattr(agent_model, "family", None) == "replay" and getattr(agent_model, "run_dir", None):
+            model: Any = RecordedUserModel(agent_model.run_dir)
+        elif options.get("user_model"):
+            model = make(options["user_model"])
+        else:
+            model = agent_model
+        sampling = user_sampling(options)
+        user = make_user(strategy, model, protocol=load_upstream(self.data.root), emit=self.emit, **sampling)
+        self.user_config = {"model": getattr(model, "name", None), **sampling}
+        return user
+
+    # --- serve ----------------------------------------------------------------------------------
+    def reset(self) -> dict[str, Any]:
+        if self.started:
+            raise AgentCallRefused("the conversation has already started (user.reset is called once)")
+        self.started = True
+        try:
+            if self.user is None:
+                self.user = self._build_user()
+            observation = self.user.reset(self.instruction)
+        except (TauError, ModelError) as exc:
+            return self._failed(exc)
+        # The user's instruction goes to the trace (the board shows it above the chat), never to the agent.
+        self.emit("env_reset", {"observation": observation, "user_strategy": self.user.strategy,
+                                "user": self.user_config, "user_instruction": self.instruction})
+        return {"observation": observation}
+
+    def respond(self, payload: dict[str, Any]) -> dict[str, Any]:
+        if not self.started or self.user is None:
+            raise AgentCallRefused("user.respond before user.reset: the user has not opened the conversation")
+        if self.user_ended or self.failure is not None:
+            raise AgentCallRefused("the conversation has ended; the user reads no further messages")
+        content = payload.get("content")
+        if not isinstance(content, str):
+            raise AgentCallRefused(f"user.respond needs a string 'content', got {type(content).__name__}")
+        self.said.append(content)  # said, whatever the user does with it (upstream logs the action first)
+        try:
+            observation = self.user.step(content)
+        except (TauError, ModelError) as exc:
+            return self._failed(exc)
+        if not isinstance(observation, str):
+            return self._failed(UserSimulatorError(f"the simulated user's reply is not text: {observation!r}"))
+        done = STOP_TOKEN in observation
+        self.user_ended = self.user_ended or done
+        return {"observation": observation, "done": done}
+
+    def _failed(self, exc: Exception) -> dict[str, Any]:
+        self.failure = f"{type(exc).__name__}: {exc}"
+        return {"failed": {"type": type(exc).__name__, "message": str(exc)}}
+
+    # --- reward ---------------------------------------------------------------------------------
+    def outcome(self, state: Any) -> dict[str, Any]:
+        """Reward (0 unless the episode ended) and what explains it, from the agent side's final `state`."""
+        state = state if isinstance(state, dict) else {}
+        failure = self.failure or _text_or_none(state.get("failure")) or _text_or_none(state.get("final_state_error"))
+        info: dict[str, Any] = {
+            "domain": self.data.name,
+            "split": self.split,
+            "task_index": self.task_index,
+            "user_strategy": self.user.strategy if self.user else self.strategy,
+            "user_model": self.user_config.get("model"),
+            "user_sampling": {k: v for k, v in self.user_config.items() if k != "model"},
+            "user_cost": self.user.total_cost if self.user else None,
+        }
+        if isinstance(state.get("traj"), list):
+            info["traj"] = state["traj"]
+        if not self.started:
+            return {**info, "done": False, "failure": failure, "reward": 0.0}
+        try:
+            db = final_db(self.data, state.get("written") or {})
+            actions = [Action.model_validate(a) for a in state.get("actions") or []]
+        except (TypeError, ValueError, KeyError) as exc:
+            failure = failure or f"the agent side's final state is unusable: {type(exc).__name__}: {exc}"
+            return {**info, "done": False, "failure": failure, "reward": 0.0}
+        ended_by_tool = state.get("ended_by") in TERMINATE_TOOLS  # the agent's own call: it could always make it
+        done = failure is None and (self.user_ended or ended_by_tool)
+        result: RewardResult = compute_reward(self.data, self.split, self.task_index, db, actions, said=self.said)
+        info.update(
+            done=done,
+            failure=failure,
+            reward=result.reward if done else 0.0,
+            r_actions=result.r_actions,
+            r_outputs=result.r_outputs,
+            outputs=result.outputs,
+            final_state_digest=result.final_state_digest,
+            gold_state_digest=result.gold_state_digest,
+            actions_taken=[action.model_dump() for action in result.actions_taken],
+            last_message=self.said[-1] if self.said else None,
+        )
+        if not done:
+            info["reward_if_ended"] = result.reward  # diagnostic: the episode never ended, so it scores 0
+        return info
+
+
+def final_db(data: DomainData, written: Any) -> TauDb:
+    """The pristine database with the records the agent side says it wrote (JSON, checked for shape)."""
+    written = json.loads(json.dumps(written))  # the same data whichever path it came by
+    if not isinstance(written, dict):
+        raise TypeError("'written' must map collections to records")
+    db = TauDb(data.pristine)
+    for name, records in written.items():
+        if name not in data.pristine.collections or not isinstance(records, dict):
+            raise KeyError(f"no collection {name!r} in the {data.name} database")
+        for key, record in records.items():
+            db.insert(name, key, record)
+    return db
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def agent_texts(data: DomainData, split: str, task_index: int, trial: int, options: dict[str, Any]) -> dict[str, Any]:
+    """The upstream prompt texts the agent side's recipes need, rendered here (upstream's files stay in the data
+    dir): the chat ReAct/Act prompts, the tool-output prefix, the respond field, and this task × trial's few-shot
+    prompt. A text that cannot be made carries why (``<name>_error``); the recipe that needs it raises that."""
+    try:
+        protocol = load_upstream(data.root)
+    except TauDataError as exc:
+        return {"error": str(exc)}
+    key = (str(data.root), data.name)
+    texts = _COMMON.get(key)
+    if texts is None:
+        texts = _COMMON[key] = {
+            "react_prompt": protocol.chat_react_prompt(data.wiki, data.tools_info, use_reasoning=True),
+            "act_prompt": protocol.chat_react_prompt(data.wiki, data.tools_info, use_reasoning=False),
+            "api_output_prefix": protocol.api_output_prefix,
+            "respond_field": protocol.constants["RESPOND_ACTION_FIELD_NAME"],
+        }
+    out = dict(texts)
+    try:
+        displays = protocol.few_shot_displays(data.name)
+        count = len(data.split_tasks(split))
+        chosen = few_shot_sample(run_options(options), count, len(displays), trial, task_index)
+        out["few_shot_prompt"] = protocol.few_shot_system_prompt(data.wiki, [displays[i] for i in chosen])
+    except (TauDataError, ValueError) as exc:
+        out["few_shot_prompt_error"] = str(exc)
+    return out
+
+
+_COMMON: dict[tuple[str, str], dict[str, Any]] = {}
+
+
+class RecordedUserModel:
+    """Serves the simulated user's replies recorded in a run's events, in order (deterministic replay)."""
+
+    family = "replay"
+    provider = "qitos"
+
+    def __init__(self, run_dir: Path | str) -> None:
+        from qitos.trace.reader import read_events, read_manifest
+
+        self.run_dir = Path(run_dir)
+        self.name = f"replay-user:{read_manifest(self.run_dir).run_id}"
+        self.params: dict[str, Any] = {}
+        self.calls = [e.payload for e in read_events(self.run_dir) if e.kind == USER_EVENT]
+        self.position = 0
+
+    def complete(self, messages: list[dict[str, Any]], tools: Any = None, **params: Any) -> ModelResponse:
+        if self.position >= len(self.calls):
+            raise ModelError(f"replay of {self.run_dir} has no more recorded user replies (it had {len(self.calls)})")
+        call = self.calls[self.position]
+        self.position += 1
+        return ModelResponse(
+            text=call.get("text"), usage=Usage(**(call.get("usage") or {})), cost=call.get("cost"),
+            latency_seconds=call.get("latency_seconds") or 0.0, model=call.get("model") or "",
+        )  # fmt: skip
+
+
+def user_replies(value: Any) -> list[str] | None:
+    """``--option user_replies=...``: a JSON list of strings, or a path to a file of one reply per line."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, list):
+        replies = value
+    elif str(value).lstrip().startswith("["):
+        try:
+            replies = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--option user_replies is not a valid JSON list ({exc.msg})") from None
+    else:
+        path = Path(str(value)).expanduser()
+        if not path.is_file():
+            raise ValueError(
+                f"--option user_replies={value}: no such file (give a JSON list, or a file with one reply a line)"
+            )
+        replies = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not isinstance(replies, Sequence) or not all(isinstance(reply, str) for reply in replies):
+        raise ValueError("--option user_replies must hold strings only")
+    return list(replies)
+
+
+def user_sampling(options: dict[str, Any]) -> dict[str, Any]:
+    """``--user-temperature`` / ``--user-seed`` (options ``user_temperature``, ``user_seed``); unset ones are absent."""
+    out: dict[str, Any] = {}
+    for key, kind in (("temperature", float), ("seed", int)):
+        value = options.get(f"user_{key}")
+        if value is None or value == "":
+            continue
+        try:
+            out[key] = kind(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"--user-{key} {value!r} is not a valid {kind.__name__}") from None
+    return out
