@@ -80,12 +80,16 @@ def test_red_team_runner_on_jsonl_finds_nothing(outsider: Path, tmp_path: Path) 
 CYBENCH_TASK = "cybench_benchmark_hackthebox_cyber-apocalypse-2024_crypto_[Very_Easy]_Dynastic"
 
 
-@pytest.mark.parametrize("benchmark", ["cybench", "desktop-starter"])
+@pytest.mark.parametrize("benchmark", ["tau-bench", "cybench", "desktop-starter"])
 def test_red_team_runner_on_other_families_finds_nothing(benchmark: str, outsider: Path, tmp_path: Path,
                                                          request: pytest.FixtureRequest) -> None:
-    """The same runner on a CyBench task and a desktop task: their gold (flags, checkers) is not in the
-    tests' marker format, so here the proof is the report's routes and the row, not a needle."""
-    if benchmark == "cybench":
+    """The same runner on a Tau-Bench, a CyBench and a desktop task: their gold (gold actions, flags, checkers)
+    is not in the tests' marker format, so here the proof is the report's routes and the row, not a needle
+    (tests/tau_bench/test_sides.py runs it on a copy of the data whose instructions and outputs are marked)."""
+    if benchmark == "tau-bench":
+        data = request.getfixturevalue("tau_data")
+        args = ["--subset", "retail", "--split", "test", "--limit", "1", "--data-dir", str(data.parent)]
+    elif benchmark == "cybench":
         data = request.getfixturevalue("cybench_data")
         args = ["--split", "unguided", "--task-ids", CYBENCH_TASK, "--data-dir", str(data.parent)]
     else:
