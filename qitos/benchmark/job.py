@@ -142,7 +142,8 @@ class JobContext:
         from .sides.host import HostSettings, runner_root
 
         cfg = self.cfg
-        settings = HostSettings(network=not self.model_is_proxied() or self.adapter.agent_network(cfg.load))
+        settings = HostSettings(network=not self.model_is_proxied() or self.adapter.agent_network(cfg.load),
+                                confine=os.environ.get("QITOS_AGENT_CONFINE", "1") != "0")
         if cfg.runner:
             root, _ = runner_root(cfg.runner)
             if root:

@@ -222,6 +222,9 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
     ctx = JobContext(cfg, adapter, recipe, digest, experiment, provider, threading.Event(), selected_tasks=len(tasks))
     spec = _probe_run_spec(ctx, tasks, provider())
     ctx.run_spec_ref, ctx.model_id = spec.fingerprint(), spec.model_name
+    if ctx.split and not ctx.agent_host().confined:
+        warnings.append(f"the agent side is not confined ({ctx.agent_host().isolation_detail.split(': ', 1)[-1]}): "
+                        "it runs in a separate process, and no run of this batch is official (agent_isolated)")
     output = cfg.output or cfg.default_output()
     results = ResultsFile(output)
     existing = results.existing()

@@ -158,3 +158,21 @@ def test_the_same_runner_as_a_validator_in_the_scoring_process_finds_gold(outsid
     for route in ("memory", "gold_store", "frames", "fresh_adapter", "oracle"):
         assert report[route]["worked"], (route, report[route])
     assert row["success"] is True  # its monkeypatched evaluate scored it: in one process, scoring can be changed
+
+
+def test_without_confinement_the_run_goes_ahead_unofficial_and_says_why(outsider: Path, tmp_path: Path) -> None:
+    """No bubblewrap (here: confinement switched off): a separate, unconfined agent process, one warning line,
+    and `agent_isolated` fails in every trace."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"id": "q0", "question": "What is 2 + 2?", "answer": "4"}) + "\n")
+    with OpenAIServer(default=lambda body: Reply(text="Final Answer: 4")) as server:
+        done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--model-name", "m", "--base-url", server.base_url,
+                   "--output", tmp_path / "r.jsonl", cwd=tmp_path, env={"QITOS_AGENT_CONFINE": "0"})
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("the agent side is not confined") == 1
+    (row,) = rows(tmp_path / "r.jsonl")
+    assert row["success"] is True
+    manifest = json.loads((tmp_path / row["trace_run_dir"] / "manifest.json").read_text())
+    check = next(c for c in manifest["official_checks"] if c["check"] == "agent_isolated")
+    assert check["passed"] is False and "QITOS_AGENT_CONFINE=0" in check["detail"], check
+    assert manifest["official_run"] is False and manifest["run_spec"]["environment"]["agent_side"] == "process"

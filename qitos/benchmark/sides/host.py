@@ -43,7 +43,7 @@ class HostSettings:
     env: dict[str, str] = field(default_factory=dict)
     pythonpath: list[str] = field(default_factory=list)
     warm: list[str] = field(default_factory=list)
-    confine: bool = True  # False only in tests that compare with an unconfined host
+    confine: bool = True  # False: QITOS_AGENT_CONFINE=0, for debugging an agent (its runs are never official)
 
 
 class AgentHost:
@@ -57,7 +57,7 @@ class AgentHost:
         self.confined = ok and settings.confine
         self.private_mounts = self.confined and private
         if not settings.confine:
-            why = "confinement switched off for this host"
+            why = "confinement switched off (QITOS_AGENT_CONFINE=0)"
         self.isolation_detail = (
             (f"agent side in a separate process confined by {why} (own PID namespace, no data dir, tasks, results "
              f"or traces; network {'shared' if settings.network else 'off'}"
