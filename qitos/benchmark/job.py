@@ -155,7 +155,9 @@ class JobContext:
         key = os.environ.get(cfg.model.api_key_env)
         if key and not self.model_is_proxied():
             settings.env[cfg.model.api_key_env] = key
-        settings.warm = [type(self.adapter).__module__]
+        from .sides.host import WARM_CLIENT_MODULES
+
+        settings.warm = [type(self.adapter).__module__, *([] if self.model_is_proxied() else WARM_CLIENT_MODULES)]
         return settings
 
     def model_is_proxied(self) -> bool:

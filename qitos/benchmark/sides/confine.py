@@ -73,11 +73,12 @@ def host_argv(*, python_ro: list[str], extra_ro: list[str], hidden: list[str], n
     if not network:
         args.append("--unshare-net")
     args += _system_mounts()
-    read_only = ["/usr"]
+    # Root-only entries are masked in what the agent's own binds show (a runner's import root); not in the
+    # system's /usr and /etc entries, which hold no gold and would take a second to scan in every process.
+    read_only: list[str] = []
     for name in _ETC_ENTRIES + (_NETWORK_ETC_ENTRIES if network else ()):
         if os.path.exists(f"/etc/{name}"):
             args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
-            read_only.append(f"/etc/{name}")
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     for path in python_ro:  # the interpreter and packages: nothing of the host's secrets, not scanned (seconds)
         args += ["--ro-bind", path, path]

@@ -157,13 +157,15 @@ def serve(control_fd: int, warm: list[str], private_mounts: bool) -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the job that needs it reports the import error itself
             pass
-    from qitos.models.openai_compat import OpenAICompatModel, shared_ssl_context
     from qitos.spec.provenance import environment_summary, qitos_checkout
 
     qitos_checkout(), environment_summary("local")  # computed once here, inherited by every child
-    shared_ssl_context()  # the CA store, loaded once
-    client = OpenAICompatModel("warm", base_url="http://127.0.0.1:9/v1")._get_client()  # the SDK's lazy imports
-    client.default_headers  # its platform headers (the OS name comes from a subprocess), cached once here
+    if "qitos.models.openai_compat" in warm:  # the agent side builds its own client: warm what each child would
+        from qitos.models.openai_compat import OpenAICompatModel, shared_ssl_context
+
+        shared_ssl_context()  # the CA store, loaded once
+        client = OpenAICompatModel("warm", base_url="http://127.0.0.1:9/v1")._get_client()  # the SDK's lazy imports
+        client.default_headers  # its platform headers (the OS name comes from a subprocess), cached once here
     import gc
 
     gc.freeze()
