@@ -2,7 +2,8 @@
 
 One row per task × trial. Rows are appended, flushed and fsynced as each task ends, so a
 crash loses nothing that finished. Reading keeps going past bad lines and reports each one
-with file and line number; unknown keys are kept in `metadata`.
+with file and line number; unknown keys are kept in `metadata`. `success` is strict: JSON
+true, false or null, never a string or number coerced into one ("false" is not a success).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import orjson
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictBool
 
+from qitos.benchmark.errors import BenchmarkUsageError
 from qitos.models.base import Usage
 from qitos.trace.durability import FLUSHER
 from qitos.trace.redact import redact_text
@@ -36,7 +38,7 @@ class BenchmarkRunResult(BaseModel):
     selected_tasks: int | None = None  # tasks the batch selected (the denominator's task count)
     trials_requested: int | None = None  # trials per task the batch asked for (pass^k's n)
     prediction: Any = None
-    success: bool | None = None
+    success: StrictBool | None = None  # lax mode would read "false" or "no" as a bool
     score: float | None = None
     stop_reason: str
     steps: int = 0
@@ -72,10 +74,14 @@ def normalize_row(raw: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def iter_rows(path: Path, issues: list[RowIssue] | None = None,
-              required: tuple[str, ...] = ("task_id",)) -> Iterator[dict[str, Any]]:
-    """Yield rows as plain dicts (fast path for eval); bad lines and rows missing a `required` field
-    become RowIssues (eval asks for benchmark and stop_reason too, so such rows are never grouped as None)."""
+def iter_numbered_rows(path: Path, issues: list[RowIssue] | None = None, required: tuple[str, ...] = ("task_id",),
+                       strict: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (line number, row as a plain dict) (fast path for eval); bad lines and rows missing a `required`
+    field become RowIssues (eval asks for benchmark and stop_reason too, so such rows are never grouped as None).
+
+    A `success` that is not true, false or null is bad input: with `strict` (eval) it raises a
+    BenchmarkUsageError naming file, line and task; otherwise the row is left out with a RowIssue.
+    """
     with open(path, "rb") as fh:
         for number, line in enumerate(fh, start=1):
             try:
@@ -96,17 +102,37 @@ def iter_rows(path: Path, issues: list[RowIssue] | None = None,
                     issues.append(RowIssue(str(path), number, f"task {raw['task_id']}: missing field(s) "
                                                               f"{', '.join(missing)}; the row is left out"))
                 continue
-            yield normalize_row(raw)
+            success = raw.get("success")
+            if success is not None and success.__class__ is not bool:
+                message = f"task {raw['task_id']}: success must be true, false or null, not {_short(success)}"
+                if strict:
+                    raise BenchmarkUsageError(f"{path} line {number}: {message}")
+                if issues is not None:
+                    issues.append(RowIssue(str(path), number, message + "; the row is left out"))
+                continue
+            yield number, normalize_row(raw)
+
+
+def iter_rows(path: Path, issues: list[RowIssue] | None = None, required: tuple[str, ...] = ("task_id",),
+              strict: bool = False) -> Iterator[dict[str, Any]]:
+    """`iter_numbered_rows` without the line numbers."""
+    for _, row in iter_numbered_rows(path, issues, required, strict):
+        yield row
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def read_results(path: Path, issues: list[RowIssue] | None = None) -> list[BenchmarkRunResult]:
     rows = []
-    for raw in iter_rows(path, issues):
+    for number, raw in iter_numbered_rows(path, issues):
         try:
             rows.append(BenchmarkRunResult.model_validate(raw))
         except ValueError as exc:
             if issues is not None:
-                issues.append(RowIssue(str(path), -1, f"task {raw.get('task_id')}: {str(exc).splitlines()[0]}"))
+                issues.append(RowIssue(str(path), number, f"task {raw.get('task_id')}: {str(exc).splitlines()[0]}"))
     return rows
 
 

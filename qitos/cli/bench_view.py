@@ -103,7 +103,7 @@ def evaluate_files(paths: list[Path], by: list[str]) -> dict[str, Any]:
     for path in paths:
         if not path.is_file():
             raise UsageError(f"--input {path}: no such file")
-        rows.extend(iter_rows(path, issues, required=ROW_REQUIRED))
+        rows.extend(iter_rows(path, issues, required=ROW_REQUIRED, strict=True))  # a bad success stops eval
     absent = known_fields(rows, by) if rows and by else []  # the default grouping tolerates older rows
     if absent:
         raise UsageError(f"--by {','.join(absent)}: no row has such a field or metadata key; row fields are "
