@@ -48,7 +48,8 @@ def test_eval_cli_json_and_tolerant_reading(tmp_path):
     assert any("r.jsonl line 4: not valid JSON" in i for i in report["issues"])
     assert any("line 6" in i for i in report["issues"])
     [group] = report["groups"]
-    assert group["group"] == {"benchmark": "toy", "split": "test", "subset": None, "run_spec_ref": None}
+    assert group["group"] == {"benchmark": "toy", "split": "test", "subset": None, "run_spec_ref": None, "model": "m",
+                              "recipe": None}
     # task d ran 1 of the 3 trials the others show: its 2 missing trials count as failures
     m = group["metrics"]
     assert m["selected"] == 12 and m["unscored_by_reason"] == {"missing (no row)": 2}
