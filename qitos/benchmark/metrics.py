@@ -11,7 +11,8 @@ the mean over every selected task (a task without rows scores 0), as Tau-Bench's
 
 Rows of different configurations (`run_spec_ref`, and `model` and `recipe` for rows without one)
 are never merged: the default grouping keeps them apart, and exact duplicates within one
-configuration are reported, not silently dropped.
+configuration are reported, not silently dropped. A row `qit bench eval` found at odds with its
+trace (`trace_mismatch`) is unscored here, whatever it claimed.
 Works on plain dicts (not pydantic objects) so `qit bench eval` stays fast on 100,000 rows.
 """
 
@@ -24,6 +25,7 @@ from typing import Any, Iterable
 # model and recipe keep apart rows that have no run_spec_ref (older or foreign rows); with one, the
 # fingerprint covers them already
 CONFIG_FIELDS = ["benchmark", "split", "subset", "run_spec_ref", "model", "recipe"]
+TRACE_MISMATCH = "does not match its trace"
 ROW_REQUIRED = ("task_id", "benchmark", "stop_reason")
 
 
@@ -112,7 +114,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         entry = per_task[task_id]
         success = r.get("success")
         if success is None:
-            unscored[reason] += 1
+            unscored[TRACE_MISMATCH if "trace_mismatch" in r else reason] += 1
         else:
             scored += 1
             if success:
