@@ -9,8 +9,10 @@ crashes on half the tasks never looks as good as one that runs them all.
 pass^k for a task with n requested trials and c successes is C(c,k)/C(n,k); the reported value is
 the mean over every selected task (a task without rows scores 0), as Tau-Bench's reference defines it.
 
-Rows of different configurations (`run_spec_ref`) are never merged: the default grouping keeps
-them apart, and exact duplicates within one configuration are reported, not silently dropped.
+Rows of different configurations (`run_spec_ref`, and `model` and `recipe` for rows without one)
+are never merged: the default grouping keeps them apart, and exact duplicates within one
+configuration are reported, not silently dropped. A row `qit bench eval` found at odds with its
+trace (`trace_mismatch`) is unscored here, whatever it claimed.
 Works on plain dicts (not pydantic objects) so `qit bench eval` stays fast on 100,000 rows.
 """
 
@@ -20,7 +22,10 @@ import math
 from collections import Counter, defaultdict
 from typing import Any, Iterable
 
-CONFIG_FIELDS = ["benchmark", "split", "subset", "run_spec_ref"]
+# model and recipe keep apart rows that have no run_spec_ref (older or foreign rows); with one, the
+# fingerprint covers them already
+CONFIG_FIELDS = ["benchmark", "split", "subset", "run_spec_ref", "model", "recipe"]
+TRACE_MISMATCH = "does not match its trace"
 ROW_REQUIRED = ("task_id", "benchmark", "stop_reason")
 
 
@@ -109,7 +114,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         entry = per_task[task_id]
         success = r.get("success")
         if success is None:
-            unscored[reason] += 1
+            unscored[TRACE_MISMATCH if "trace_mismatch" in r else reason] += 1
         else:
             scored += 1
             if success:
@@ -202,7 +207,7 @@ def evaluate_rows(rows: list[dict[str, Any]], by: list[str] | None = None, plugi
                   issues: list[str] | None = None, describe=row_description) -> list[dict[str, Any]]:
     """One entry per group: {"group", "label", "metrics", "benchmark_metrics"}.
 
-    The default grouping is the configuration (benchmark, split, subset, run_spec_ref); a custom
+    The default grouping is the configuration (benchmark, split, subset, run_spec_ref, model, recipe); a custom
     `by` still keeps configurations apart inside each group when deduplicating. `describe` says what
     a group's configuration is, for labels that name what differs between groups.
     """

@@ -2,7 +2,8 @@
 
 One row per task × trial. Rows are appended, flushed and fsynced as each task ends, so a
 crash loses nothing that finished. Reading keeps going past bad lines and reports each one
-with file and line number; unknown keys are kept in `metadata`.
+with file and line number; unknown keys are kept in `metadata`. `success` is strict: JSON
+true, false or null, never a string or number coerced into one ("false" is not a success).
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import orjson
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictBool
 
+from qitos.benchmark.errors import BenchmarkUsageError
 from qitos.models.base import Usage
 from qitos.trace.durability import FLUSHER
 from qitos.trace.redact import redact_text
@@ -36,7 +38,7 @@ class BenchmarkRunResult(BaseModel):
     selected_tasks: int | None = None  # tasks the batch selected (the denominator's task count)
     trials_requested: int | None = None  # trials per task the batch asked for (pass^k's n)
     prediction: Any = None
-    success: bool | None = None
+    success: StrictBool | None = None  # lax mode would read "false" or "no" as a bool
     score: float | None = None
     stop_reason: str
     steps: int = 0
@@ -72,10 +74,14 @@ def normalize_row(raw: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def iter_rows(path: Path, issues: list[RowIssue] | None = None,
-              required: tuple[str, ...] = ("task_id",)) -> Iterator[dict[str, Any]]:
-    """Yield rows as plain dicts (fast path for eval); bad lines and rows missing a `required` field
-    become RowIssues (eval asks for benchmark and stop_reason too, so such rows are never grouped as None)."""
+def iter_numbered_rows(path: Path, issues: list[RowIssue] | None = None, required: tuple[str, ...] = ("task_id",),
+                       strict: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (line number, row as a plain dict) (fast path for eval); bad lines and rows missing a `required`
+    field become RowIssues (eval asks for benchmark and stop_reason too, so such rows are never grouped as None).
+
+    A `success` that is not true, false or null is bad input: with `strict` (eval) it raises a
+    BenchmarkUsageError naming file, line and task; otherwise the row is left out with a RowIssue.
+    """
     with open(path, "rb") as fh:
         for number, line in enumerate(fh, start=1):
             try:
@@ -96,17 +102,37 @@ def iter_rows(path: Path, issues: list[RowIssue] | None = None,
                     issues.append(RowIssue(str(path), number, f"task {raw['task_id']}: missing field(s) "
                                                               f"{', '.join(missing)}; the row is left out"))
                 continue
-            yield normalize_row(raw)
+            success = raw.get("success")
+            if success is not None and success.__class__ is not bool:
+                message = f"task {raw['task_id']}: success must be true, false or null, not {_short(success)}"
+                if strict:
+                    raise BenchmarkUsageError(f"{path} line {number}: {message}")
+                if issues is not None:
+                    issues.append(RowIssue(str(path), number, message + "; the row is left out"))
+                continue
+            yield number, normalize_row(raw)
+
+
+def iter_rows(path: Path, issues: list[RowIssue] | None = None, required: tuple[str, ...] = ("task_id",),
+              strict: bool = False) -> Iterator[dict[str, Any]]:
+    """`iter_numbered_rows` without the line numbers."""
+    for _, row in iter_numbered_rows(path, issues, required, strict):
+        yield row
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def read_results(path: Path, issues: list[RowIssue] | None = None) -> list[BenchmarkRunResult]:
     rows = []
-    for raw in iter_rows(path, issues):
+    for number, raw in iter_numbered_rows(path, issues):
         try:
             rows.append(BenchmarkRunResult.model_validate(raw))
         except ValueError as exc:
             if issues is not None:
-                issues.append(RowIssue(str(path), -1, f"task {raw.get('task_id')}: {str(exc).splitlines()[0]}"))
+                issues.append(RowIssue(str(path), number, f"task {raw.get('task_id')}: {str(exc).splitlines()[0]}"))
     return rows
 
 
@@ -157,12 +183,17 @@ class ResultsFile:
         return dropped
 
 
-def trace_run_spec(rows: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
-    """The RunSpec (as JSON) in the first readable trace manifest the rows point at; None when none is readable."""
+def trace_run_spec(rows: Iterable[dict[str, Any]], locate: Callable[[str], str | None] | None = None
+                   ) -> dict[str, Any] | None:
+    """The RunSpec (as JSON) in the first readable trace manifest the rows point at; None when none is readable.
+
+    `locate` maps a row's trace_run_dir to the directory to read (eval's TraceCheck knows where relative ones are).
+    """
     for row in rows:
         run_dir = row.get("trace_run_dir")
         if not run_dir:
             continue
+        run_dir = (locate(run_dir) if locate else None) or run_dir
         try:
             manifest = json.loads((Path(run_dir) / "manifest.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -170,3 +201,131 @@ def trace_run_spec(rows: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
         if isinstance(manifest.get("run_spec"), dict):
             return manifest["run_spec"]
     return None
+
+
+def expects_trace(stop_reason: Any) -> bool:
+    """Whether a row with this stop reason must have a trace: its agent ran (answered, ended the episode or
+    used up a budget)."""
+    return stop_reason in ("final", "env_terminal") or (isinstance(stop_reason, str)
+                                                        and stop_reason.startswith("budget_"))
+
+
+class TraceCheck:
+    """Checks rows against their traces for `qit bench eval`: a claimed success must be backed by its trace.
+
+    The manifest's `evaluation` is written by the scoring side, so it must record the row's success and
+    score, and the manifest's task id and RunSpec fingerprint must be the row's. Only the manifests of rows
+    that claim success are read, once per directory, as plain JSON: validating a whole `Manifest` with
+    `qitos.trace.reader` costs about 65 µs each, seconds over 100,000 rows. Whether the trace of any other
+    row exists is a lookup in its parent folder's listing, read once. A relative trace_run_dir is as
+    `qit bench run` wrote it (relative to where it ran): tried as given, then beside the results file and
+    one folder up (`results/` next to `runs/`, the default layout).
+    """
+
+    def __init__(self) -> None:
+        self._manifests: dict[str, tuple[Any, ...] | str] = {}
+        self._listings: dict[str, set[str]] = {}
+        self._bases: dict[str, list[str]] = {}
+        self.located: dict[str, str] = {}  # trace_run_dir as written -> the directory found
+
+    def problem(self, row: dict[str, Any], results_file: Path) -> str | None:
+        """Why `row` does not match its trace, or None when it does (or, not claiming success, needs none)."""
+        claims = row.get("success") is True
+        if not claims and not expects_trace(row.get("stop_reason")):
+            return None
+        ref = row.get("trace_run_dir")
+        if not isinstance(ref, str) or not ref:
+            return "claims success but has no trace_run_dir" if claims else "has no trace_run_dir"
+        run_dir = self.locate(ref, results_file)
+        if run_dir is None:
+            return f"trace {ref} not found"
+        if not claims:
+            return None
+        manifest = self._manifest(run_dir)
+        return manifest if isinstance(manifest, str) else _disagreement(row, manifest)
+
+    def locate(self, ref: str, results_file: Path) -> str | None:
+        """The run directory `ref` names, or None when there is none."""
+        ref = ref.rstrip("/")
+        if os.path.isabs(ref):
+            return ref if self._exists(ref) else None
+        bases = self._bases.get(str(results_file))
+        if bases is None:
+            folder = os.path.dirname(os.path.abspath(results_file))
+            bases = list(dict.fromkeys(["", folder + "/", os.path.dirname(folder) + "/"]))
+            self._bases[str(results_file)] = bases
+        for i, base in enumerate(bases):
+            if self._exists(base + ref):
+                if i:  # the file's next rows are most likely there too
+                    bases.insert(0, bases.pop(i))
+                self.located[ref] = base + ref
+                return base + ref
+        return None
+
+    def _exists(self, path: str) -> bool:
+        parent, name = os.path.split(path)
+        names = self._listings.get(parent)
+        if names is None:
+            try:
+                names = set(os.listdir(parent or "."))
+            except OSError:
+                names = set()
+            self._listings[parent] = names
+        return name in names
+
+    def _manifest(self, run_dir: str) -> tuple[Any, ...] | str:
+        """(task id, fingerprint, evaluation) of the run's manifest, or why it cannot be read. Only these are
+        kept: holding 40,000 whole manifests would cost a gigabyte and make every garbage collection crawl."""
+        cached = self._manifests.get(run_dir)
+        if cached is None:
+            try:
+                data: Any = orjson.loads(_read(run_dir + "/manifest.json"))
+            except FileNotFoundError:
+                data = "trace has no manifest.json"
+            except (OSError, orjson.JSONDecodeError):
+                data = "trace manifest is unreadable"
+            if isinstance(data, dict):
+                task, spec, evaluation = data.get("task"), data.get("run_spec"), data.get("evaluation")
+                cached = (task.get("id") if isinstance(task, dict) else None,
+                          spec.get("fingerprint") if isinstance(spec, dict) else None,
+                          {k: evaluation[k] for k in ("success", "score") if k in evaluation}
+                          if isinstance(evaluation, dict) else {})
+            else:
+                cached = data if isinstance(data, str) else "trace manifest is not a JSON object"
+            self._manifests[run_dir] = cached
+        return cached
+
+
+def _read(path: str) -> bytes:
+    """The file's bytes through one descriptor (half the cost of `open().read()` per small file)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = [os.read(fd, 1 << 16)]
+        while len(chunks[-1]) == 1 << 16:
+            chunks.append(os.read(fd, 1 << 16))
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def _disagreement(row: dict[str, Any], manifest: tuple[Any, ...]) -> str | None:
+    task_id, fingerprint, evaluation = manifest
+    if task_id != row["task_id"]:
+        return f"trace is of task {task_id}"
+    if row.get("run_spec_ref") is not None and fingerprint != row["run_spec_ref"]:
+        return f"trace RunSpec {fingerprint} is not the row's {row['run_spec_ref']}"
+    if not evaluation:
+        return "trace records no evaluation"
+    for key, value in evaluation.items():  # an imported trace may record only the score
+        if value != row.get(key):
+            return f"trace says {key}={_short(value)}, row {key}={_short(row.get(key))}"
+    return None
+
+
+def discredit(row: dict[str, Any], reason: str) -> None:
+    """Make a success its trace does not back count like an unscored row: no success, score or reward."""
+    row["success"] = row["score"] = None
+    metadata = row.get("metadata")
+    if isinstance(metadata, dict) and "reward" in metadata:  # Tau-Bench's figures read the reward
+        row["metadata"] = {k: v for k, v in metadata.items() if k != "reward"}
+    row["trace_mismatch"] = reason

@@ -110,7 +110,7 @@ def eval_(
     input: Annotated[list[Path], typer.Option("--input", "-i", help="results JSONL file(s): --input a.jsonl b.jsonl")],
     by: Annotated[str, typer.Option(help="group by these row fields or metadata keys, comma-separated "
                                          "(default: one group per configuration: benchmark, split, subset, "
-                                         "run_spec_ref)")] = "",
+                                         "run_spec_ref, model, recipe)")] = "",
     as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
 ) -> None:
     """Aggregate results: success over every selected task (with coverage), pass^k, benchmark metrics, cost."""

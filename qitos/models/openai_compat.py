@@ -1,9 +1,10 @@
 """Any OpenAI-compatible chat endpoint, through the `openai` SDK with a configurable base URL.
 
 The API key is read from an environment variable at call time and never stored on the model
-object's public fields or written anywhere. Retries (429, 5xx, timeouts, connection errors)
-use exponential backoff with jitter, honour Retry-After, and each failed attempt is reported
-to the trace as a `model_retry` event.
+object's public fields or written anywhere; a password in the base URL (`http://user:pw@host/v1`)
+is registered as a secret and left out of messages (`shown_url`). Retries (429, 5xx, timeouts,
+connection errors) use exponential backoff with jitter, honour Retry-After, and each failed
+attempt is reported to the trace as a `model_retry` event.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import socket
 import threading
 import time
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
@@ -89,18 +90,22 @@ class OpenAICompatModel:
                 "llama.cpp server) and pass --base-url http://127.0.0.1:8000/v1 or set OPENAI_BASE_URL")
         self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
         parsed = urlparse(self.base_url)
+        from qitos.trace.redact import mark_secret_env, redact_url_credentials, register_secret
+
+        for secret in (parsed.password, unquote(parsed.password or "")):  # as given and as decoded
+            register_secret(secret)  # also caught where a message quotes it outside the URL
+        self.shown_url = redact_url_credentials(self.base_url)  # the base URL for messages
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise ModelConfigError(f"--base-url '{self.base_url}' is not an http(s) URL, e.g. http://127.0.0.1:8000/v1")
+            raise ModelConfigError(f"--base-url '{self.shown_url}' is not an http(s) URL, "
+                                   "e.g. http://127.0.0.1:8000/v1")
         self.base_url_host = parsed.hostname
         self._port = parsed.port or (443 if parsed.scheme == "https" else 80)
         self.api_key_env = api_key_env
-        from qitos.trace.redact import mark_secret_env
-
         mark_secret_env([api_key_env])  # redacted by value in every trace, whatever the variable's name
         if not os.environ.get(api_key_env) and parsed.hostname not in _LOOPBACK:
             raise ModelConfigError(
                 f"environment variable {api_key_env} is not set; export your API key there "
-                f"(or name another variable with --api-key-env) to use model '{name}' at {self.base_url}")
+                f"(or name another variable with --api-key-env) to use model '{name}' at {self.shown_url}")
         self.params: dict[str, Any] = {k: v for k, v in
                                        (("temperature", temperature), ("max_tokens", max_tokens), ("seed", seed)) if v is not None}
         self.max_retries, self.backoff, self.max_backoff = max_retries, backoff_seconds, max_backoff_seconds
@@ -114,7 +119,7 @@ class OpenAICompatModel:
             socket.create_connection((self.base_url_host, self._port), timeout=timeout).close()
         except OSError as exc:
             raise ModelConfigError(
-                f"cannot reach {self.base_url} ({exc.strerror or exc}); start the server or fix --base-url") from None
+                f"cannot reach {self.shown_url} ({exc.strerror or exc}); start the server or fix --base-url") from None
         self._get_client()
 
     def _get_client(self):
@@ -183,17 +188,19 @@ class OpenAICompatModel:
                     return self._to_response(raw, latency, attempt.retry_state.attempt_number)
         except RetryError as exc:
             last = exc.last_attempt.exception()
-            raise ModelError(f"model '{self.name}' at {self.base_url} failed after {self.max_retries + 1} attempts: "
+            raise ModelError(f"model '{self.name}' at {self.shown_url} failed after {self.max_retries + 1} attempts: "
                              f"{type(last).__name__}: {str(last)[:300]}") from None
         except _BadReply as exc:
-            raise ModelError(f"model '{self.name}' at {self.base_url}: {exc}") from None
+            raise ModelError(f"model '{self.name}' at {self.shown_url}: {exc}") from None
         except Exception as exc:
             if _status(exc) in (401, 403):
-                raise ModelError(f"model '{self.name}' at {self.base_url} refused the API key from "
+                raise ModelError(f"model '{self.name}' at {self.shown_url} refused the API key from "
                                  f"{self.api_key_env} ({_status(exc)}); check the key") from None
             if _status(exc) == 404:
-                raise ModelError(f"model '{self.name}' not found at {self.base_url} (404); check --model-name") from None
-            raise ModelError(f"model '{self.name}' at {self.base_url}: {type(exc).__name__}: {str(exc)[:300]}") from None
+                raise ModelError(f"model '{self.name}' not found at {self.shown_url} (404); "
+                                 "check --model-name") from None
+            raise ModelError(f"model '{self.name}' at {self.shown_url}: {type(exc).__name__}: "
+                             f"{str(exc)[:300]}") from None
         raise ModelError("unreachable")  # pragma: no cover
 
     def _to_response(self, raw: dict[str, Any], latency: float, attempt: int) -> ModelResponse:

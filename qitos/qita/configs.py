@@ -1,9 +1,10 @@
 """Configurations: what the runs list shows first, and what plots compare.
 
 A configuration is one results file and one RunSpec fingerprint (`run_spec_ref`) within it,
-split further by benchmark, split and subset: the rows `qit bench eval` would aggregate
-together. Traces in the logdir that no results file names form configurations of their own,
-keyed by the fingerprint their manifest records. Metrics come from
+split further by benchmark, split, subset, model and recipe (all that tells apart rows without
+a fingerprint): the rows `qit bench eval` would aggregate together. Traces in the logdir that
+no results file names form configurations of their own, keyed by the fingerprint their
+manifest records. Metrics come from
 `qitos.benchmark.metrics.summarize`, so the board and `qit bench eval` report the same numbers.
 
 Everything here is computed once per index version and results-file state (`ConfigCatalog`),
@@ -23,7 +24,8 @@ from .index import RunIndex
 
 NO_BENCHMARK = "(none)"  # the group key of runs made outside a benchmark (e.g. `qit demo`, own scripts)
 
-CONFIG_KEYS = ("benchmark", "split", "subset", "run_spec_ref")
+# as `qit bench eval` groups; the first four are Configuration fields (`_finish` labels model and recipe)
+CONFIG_KEYS = ("benchmark", "split", "subset", "run_spec_ref", "model", "recipe")
 
 
 def config_id(source: str, key: tuple[Any, ...]) -> str:
@@ -182,7 +184,7 @@ class ConfigCatalog:
         if cached is not None and cached[0] == state:
             return cached[1]
         traces = self._traces("WHERE results_file = ?", (str(path),))
-        confs = [_finish(Configuration(config_id(str(path), key), path, *key, rows=group,
+        confs = [_finish(Configuration(config_id(str(path), key), path, *key[:4], rows=group,
                                        run_names=[run_name(r) for r in group]), traces)
                  for key, group in group_rows(rows, list(CONFIG_KEYS)).items()]
         self._files[path] = (state, confs)
@@ -200,7 +202,8 @@ class ConfigCatalog:
         traces = {r["name"]: r for r in loose_rows}
         loose = [_index_row(r) for r in loose_rows]
         for key, group in group_rows(loose, list(CONFIG_KEYS)).items():
-            conf = Configuration(config_id("", key), None, *key, rows=group, run_names=[r["trace_run_dir"] for r in group])
+            conf = Configuration(config_id("", key), None, *key[:4], rows=group,
+                                 run_names=[r["trace_run_dir"] for r in group])
             out.append(_finish(conf, traces))
         out.sort(key=lambda c: (c.benchmark or "", c.split or "", c.subset or "", -(c.success_rate or -1), c.id))
         _name_uniquely(out)

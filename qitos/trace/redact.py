@@ -11,7 +11,8 @@ caught wherever it lands. The values come from
 - values registered at run time with `register_secret` (process-wide) or `Redactor.add_secret`.
 
 Values shorter than `MIN_SECRET_LENGTH` are ignored: replacing every "1234" in a trace would hide
-more than it protects.
+more than it protects. Credentials in URLs (`scheme://user:password@host`) are scrubbed whatever
+their length: the password (or a bare `scheme://token@`) becomes `[REDACTED]`, the user name stays.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ _SECRET_KEY = re.compile(r"(api[_-]?key|authorization|auth[_-]?token|access[_-]?
 # Environment variables whose values are always treated as secrets when set.
 _SECRET_ENV = re.compile(r"(API_KEY|_TOKEN|SECRET|PASSWORD)$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# URL userinfo: `scheme://user:password@` or `scheme://token@` (slashes maybe JSON-escaped). The password
+# may hold a raw "@" (the host follows the last one); none of the parts crosses a quote, space or "/".
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*:\\?/\\?/)(?P<user>[^\s/?#@:\"'<>\\`]*)"
+                       r"(?P<password>:[^\s/?#\"'<>\\`]*)?@")
 
 
 
@@ -132,6 +137,8 @@ class Redactor:
     def scrub_text(self, text: str) -> str:
         if self._generation != _generation:  # a secret was registered or marked since this was built
             self._set(set(self._values) | secret_values())
+        if "@" in text:
+            text = redact_url_credentials(text)
         if self._pattern is None or not any(s in text for s in self._spellings):  # substring tests are fast
             return text
         return self._pattern.sub(REDACTED, text)
@@ -147,6 +154,17 @@ class Redactor:
         if isinstance(value, (list, tuple)):
             return [self.scrub(v) for v in value]
         return value
+
+
+def _userinfo(match: re.Match[str]) -> str:
+    if match["password"] is None:  # `scheme://token@`: the whole userinfo may be the credential
+        return f"{match['scheme']}{REDACTED}@" if match["user"] else match[0]
+    return f"{match['scheme']}{match['user']}:{REDACTED}@"
+
+
+def redact_url_credentials(text: str) -> str:
+    """`http://user:pw@host` -> `http://user:[REDACTED]@host` (and `http://token@` -> `http://[REDACTED]@`)."""
+    return _USERINFO.sub(_userinfo, text) if "@" in text else text
 
 
 def redact_text(text: str) -> str:

@@ -14,7 +14,7 @@ from qitos.benchmark.config import ModelConfig, RunConfig
 from qitos.benchmark.registry import canonical_name, get_adapter
 from qitos.benchmark.runner import auto_workers
 from qitos.cli.multi import spread_multi_values
-from tests.platform.conftest import qit, rows, write_tasks
+from tests.platform.conftest import qit, rows, with_traces, write_tasks
 from tests.support.openai_server import OpenAIServer
 
 
@@ -52,6 +52,7 @@ def test_rows_written_under_the_old_desktop_name_still_evaluate(tmp_path):
     old = [{"task_id": f"starter-{i}", "benchmark": "desktop", "split": "starter", "trial": 0, "success": i == 0,
             "score": float(i == 0), "stop_reason": "env_terminal", "steps": 3,
             "metadata": {} if i == 0 else {"failure_tag": "grounding"}} for i in range(2)]
+    old = with_traces(old, tmp_path / "runs")
     (tmp_path / "old.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
     expected = get_adapter("desktop-starter").metrics(old)
     assert expected, "the desktop adapter reports its own metrics"

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from qitos.benchmark.metrics import evaluate_rows, pass_hat_k, wilson_interval
-from tests.platform.conftest import qit, write_tasks
+from tests.platform.conftest import qit, with_traces, write_tasks
 
 
 def row(task, trial, success, **extra):
@@ -36,10 +36,10 @@ def test_pass_hat_k_by_hand():
 
 def test_eval_cli_json_and_tolerant_reading(tmp_path):
     path = tmp_path / "r.jsonl"
-    lines = [json.dumps(r) for r in TABLE]
+    lines = [json.dumps(r) for r in with_traces(TABLE, tmp_path / "runs")]
     lines.insert(3, "{not json")
     lines.insert(5, json.dumps({"no_task": 1}))
-    lines.append(json.dumps({**row("d", 0, True), "custom_field": "kept"}))
+    lines.append(json.dumps({**with_traces([row("d", 0, True)], tmp_path / "runs")[0], "custom_field": "kept"}))
     path.write_text("\n".join(lines) + "\n")
     done = qit("bench", "eval", "--input", path, "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -48,7 +48,9 @@ def test_eval_cli_json_and_tolerant_reading(tmp_path):
     assert any("r.jsonl line 4: not valid JSON" in i for i in report["issues"])
     assert any("line 6" in i for i in report["issues"])
     [group] = report["groups"]
-    assert group["group"] == {"benchmark": "toy", "split": "test", "subset": None, "run_spec_ref": None}
+    assert group["group"] == {"benchmark": "toy", "split": "test", "subset": None, "run_spec_ref": None, "model": "m",
+                              "recipe": None}
+    assert report["trace_mismatches"] == 0
     # task d ran 1 of the 3 trials the others show: its 2 missing trials count as failures
     m = group["metrics"]
     assert m["selected"] == 12 and m["unscored_by_reason"] == {"missing (no row)": 2}

@@ -2,12 +2,16 @@
 
 Every tool is a closure bound to one task's work dir, so paths the model passes are
 resolved there and cannot escape it. Attachments are copied into the work dir first,
-which is also the only folder `run_python`'s sandbox can see (and write).
+which is also the only folder `run_python`'s sandbox can see (and write). That code can plant
+symbolic links there, so no tool reads, lists or writes through a link that leaves the work
+dir: paths are checked with every link resolved, and downloads are created new (O_EXCL,
+O_NOFOLLOW) in a folder opened without following a link.
 """
 
 from __future__ import annotations
 
 import mimetypes
+import os
 import re
 import shutil
 import sys
@@ -135,7 +139,7 @@ def gaia_tools(
         folder = resolve(path)
         if not folder.is_dir():
             raise NotADirectoryError(f"'{path}' is not a folder in the work dir")
-        entries = sorted(p for p in folder.rglob("*") if p.is_file())
+        entries = sorted(p for p in folder.rglob("*") if p.is_file() and p.resolve().is_relative_to(root))
         lines = [f"{relative(p)} ({p.stat().st_size} bytes)" for p in entries[:MAX_LISTED_FILES]]
         if len(entries) > MAX_LISTED_FILES:
             lines.append(f"[... {len(entries) - MAX_LISTED_FILES} more files not shown]")
@@ -152,7 +156,7 @@ def gaia_tools(
         archive = resolve(path)
         if not archive.is_file():
             raise FileNotFoundError(f"no file '{path}' in the work dir")
-        target = resolve(destination) if destination else root / archive.stem
+        target = resolve(destination or archive.stem)
         files = extract_zip_safely(archive, target)
         listing = "\n".join(f"{relative(f)} ({f.stat().st_size} bytes)" for f in files)
         return f"extracted {len(files)} file(s) into {relative(target)}/:\n{listing}"
@@ -230,17 +234,36 @@ def gaia_tools(
 
 
 def _save_download(root: Path, url: str, content_type: str, body: bytes) -> Path:
-    """Store a downloaded document under `<work dir>/downloads/` with a safe name and a fitting suffix."""
+    """Store a downloaded document under `<work dir>/downloads/` with a safe name and a fitting suffix.
+
+    `downloads` must be a real folder (a link there, say to a folder outside, is refused) and the file is
+    created new through that folder's descriptor, never through an existing file or link.
+    """
     name = Path(unquote(urlparse(url).path)).name or "download"
     name = re.sub(r"[^A-Za-z0-9._-]", "_", name)[:100].lstrip(".") or "download"
     if not Path(name).suffix:
         name += mimetypes.guess_extension(content_type) or ".bin"
     folder = root / "downloads"
-    folder.mkdir(exist_ok=True)
-    target = folder / name
-    counter = 1
-    while target.exists():
-        target = folder / f"{Path(name).stem}_{counter}{Path(name).suffix}"
-        counter += 1
-    target.write_bytes(body)
-    return target
+    try:
+        folder.mkdir()
+    except FileExistsError:
+        pass
+    try:
+        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise PermissionError(f"cannot save {url}: 'downloads' in the work dir is a link or not a folder "
+                              f"({exc.strerror}); downloads are saved only inside the work dir") from None
+    try:
+        candidate, counter = name, 0
+        while True:
+            try:
+                fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=dir_fd)
+                break
+            except FileExistsError:  # a file, or a link (never followed), has that name: take the next one
+                counter += 1
+                candidate = f"{Path(name).stem}_{counter}{Path(name).suffix}"
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(body)
+    finally:
+        os.close(dir_fd)
+    return folder / candidate

@@ -7,7 +7,9 @@ what to set, so offline runs stay reproducible and the model learns the tool is 
 Page visits go through `qitos.benchmark.netguard`: the URL comes from the model (and so, maybe,
 from a prompt injection), so loopback, private, link-local (cloud metadata), multicast and
 reserved addresses are refused after DNS resolution and on every redirect hop, unless
-`allow_private_addresses` (`QITOS_WEB_ALLOW_PRIVATE=1`) says otherwise.
+`allow_private_addresses` (`QITOS_WEB_ALLOW_PRIVATE=1`) says otherwise. IP literals in any
+spelling (`0177.0.0.1`, `0x7f.1`, `2130706433`) are refused before any request, and a URL that
+does not parse is refused naming it.
 """
 
 from __future__ import annotations
@@ -228,11 +230,21 @@ def visit_client(config: WebConfig) -> httpx.Client:
 
 
 def fetch_page(config: WebConfig, url: str, client: httpx.Client) -> FetchedPage:
-    """GET `url` (http/https only, size-capped at `config.max_page_bytes`); use `visit_client(config)`."""
-    from qitos.benchmark.netguard import AddressRefused
+    """GET `url` (http/https only, size-capped at `config.max_page_bytes`); use `visit_client(config)`.
+
+    The URL comes from the model: one that does not parse, or whose host is an internal IP literal in any
+    spelling (`0177.0.0.1`), is refused here, naming the URL, before any request.
+    """
+    from qitos.benchmark.netguard import AddressRefused, check_url
 
     if not re.match(r"^https?://", url, re.IGNORECASE):
         raise WebError(f"only http:// and https:// URLs can be visited, got {url!r}")
+    try:
+        why = check_url(url)
+    except ValueError as exc:
+        raise WebRefused(f"{url}: not a valid URL ({exc})") from None
+    if why and not config.allow_private_addresses:
+        raise WebRefused(f"{url}: {why}; agent tools may only reach public addresses")
     try:
         with client.stream("GET", url, follow_redirects=True, timeout=config.timeout_seconds,
                            headers={"User-Agent": config.user_agent}) as response:
@@ -255,5 +267,7 @@ def fetch_page(config: WebConfig, url: str, client: httpx.Client) -> FetchedPage
             )
     except AddressRefused as exc:
         raise WebRefused(f"{url}: {exc}") from exc
+    except httpx.InvalidURL as exc:  # not an HTTPError: e.g. a host httpx will not parse
+        raise WebRefused(f"{url}: not a valid URL ({exc})") from None
     except httpx.HTTPError as exc:
         raise WebError(f"{url}: request failed: {exc}") from exc
