@@ -124,6 +124,10 @@ class BenchmarkAdapter:
     # final state): its non-oracle runs go to the confined agent process. False: they run in this process, and
     # `agent_isolated` fails, so they are never official.
     split_sides: ClassVar[bool] = False
+    # How the agent side runs tasks: "task", a fresh confined process per task (private /tmp; the default for tasks
+    # with files, environments, sandboxes); "batch", tasks on threads of one confined agent process (a shared
+    # model client: for many short tasks without files of their own). `--agent-processes` overrides it.
+    agent_processes: ClassVar[str] = "task"
 
     # -- gold (scoring side) ---------------------------------------------------------------------
     @property

@@ -43,6 +43,7 @@ class RunConfig(BaseModel):
     recipe: str | None = None
     runner: str | None = None  # "module:callable" building an AgentModule from a RecipeContext
     validator: bool = False  # the runner takes gold (an oracle of the user's): scoring side, never official
+    agent_processes: str | None = None  # "task" | "batch"; None: the benchmark's default (see BenchmarkAdapter)
     model: ModelConfig = Field(default_factory=ModelConfig)
     concurrency: int = 1
     trials: int = 1

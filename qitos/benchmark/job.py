@@ -129,6 +129,10 @@ class JobContext:
             return "scoring-process"
         return "bwrap" if self.agent_host().confined else "process"
 
+    def agent_processes(self) -> str | None:
+        """How tasks share agent processes (`task`, `task-shared-tmp`, `batch`): recorded in the RunSpec."""
+        return self.agent_host().mode if self.split else None
+
     def agent_host(self):
         if self.host is None:
             with _HOST_LOCK:
@@ -143,7 +147,8 @@ class JobContext:
 
         cfg = self.cfg
         settings = HostSettings(network=not self.model_is_proxied() or self.adapter.agent_network(cfg.load),
-                                confine=os.environ.get("QITOS_AGENT_CONFINE", "1") != "0")
+                                confine=os.environ.get("QITOS_AGENT_CONFINE", "1") != "0",
+                                processes=cfg.agent_processes or self.adapter.agent_processes)
         if cfg.runner:
             root, _ = runner_root(cfg.runner)
             if root:

@@ -141,7 +141,7 @@ def _closure(files: list[str]) -> dict | None:
 TASKS_PER_WORKER = 16  # threads of one process queue for its interpreter lock beyond about this many in flight
 
 
-def auto_workers(cfg: RunConfig) -> int:
+def auto_workers(cfg: RunConfig, split: bool = False) -> int:
     """`--workers auto`: one process per 16 tasks in flight, at most two per core, 1 when few are in flight.
 
     Measured by benchmarks/harness_overhead.py (200 ms model latency, 64 in flight, 2 cores): one process
@@ -151,7 +151,9 @@ def auto_workers(cfg: RunConfig) -> int:
     if cfg.executor != "local" or not hasattr(os, "fork") or cfg.model.embedded:
         return 1
     cores = os.cpu_count() or 1
-    return max(1, min(cfg.concurrency // TASKS_PER_WORKER, 2 * cores))
+    # a split batch's worker brings its own agent process: one worker per core (measured: 2 workers 1.99x, 4 workers
+    # 2.40x the latency floor at 200 ms, 64 in flight, 2 cores)
+    return max(1, min(cfg.concurrency // TASKS_PER_WORKER, (1 if split else 2) * cores))
 
 
 def _what_changed(existing: list[dict], spec: RunSpec) -> list[str]:
@@ -162,11 +164,11 @@ def _what_changed(existing: list[dict], spec: RunSpec) -> list[str]:
     return spec_differences(old, spec.model_dump(mode="json")) if old is not None else []
 
 
-def _check_workers(cfg: RunConfig) -> None:
+def _check_workers(cfg: RunConfig, split: bool = False) -> None:
     """Resolve `auto` and refuse settings that cannot work, before anything runs."""
     if isinstance(cfg.workers, str):
         if cfg.workers.strip().lower() == "auto":
-            cfg.workers = auto_workers(cfg)
+            cfg.workers = auto_workers(cfg, split)
             return
         if not cfg.workers.strip().isdigit():
             raise BenchmarkUsageError(f"--workers '{cfg.workers}' must be a number of processes or auto")
@@ -207,8 +209,10 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
         raise BenchmarkUsageError(f"--limit {cfg.load.limit}: must be at least 1 (leave it out to run every task)")
     if cfg.executor not in ("local", "ray"):
         raise BenchmarkUsageError(f"--executor '{cfg.executor}' is not known; use local or ray")
-    _check_workers(cfg)
+    if cfg.agent_processes not in (None, "task", "batch"):
+        raise BenchmarkUsageError(f"--agent-processes {cfg.agent_processes}: use task or batch")
     recipe = resolve_recipe(adapter, cfg)
+    _check_workers(cfg, split=adapter.split_sides and recipe.official)
     warnings = _ignored_model_flags(cfg, recipe.name, recipe.needs_model)
     tasks = adapter.load_tasks(cfg.load)
     if not tasks:

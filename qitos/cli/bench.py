@@ -40,6 +40,9 @@ def run(
     runner: Annotated[Optional[str], typer.Option(help="your agent: module:callable(RecipeContext) -> AgentModule")] = None,
     validator: Annotated[bool, typer.Option("--validator", help="the --runner is a validator that takes gold "
                                             "(RecipeContext.oracle_gold): it runs on the scoring side, never official")] = False,
+    agent_processes: Annotated[Optional[str], typer.Option(
+        "--agent-processes", help="task: a fresh confined process per task; batch: tasks on threads of one confined "
+                                  "agent process (faster, tasks share it); default: the benchmark's")] = None,
     model_name: ModelName = "local",
     base_url: BaseUrl = None,
     api_key_env: ApiKeyEnv = "OPENAI_API_KEY",
@@ -83,7 +86,7 @@ def run(
     load = LoadOptions(root=root, split=split, subset=subset, limit=limit, variant=variant, options=opts,
                        task_ids=[t.strip() for t in task_ids.split(",") if t.strip()] if task_ids else None,
                        **({"data_dir": data_dir} if data_dir else {}))
-    cfg = RunConfig(benchmark=benchmark, load=load, recipe=recipe, runner=runner, validator=validator,
+    cfg = RunConfig(benchmark=benchmark, load=load, recipe=recipe, runner=runner, validator=validator, agent_processes=agent_processes,
                     model=ModelConfig(model_name=model_name, base_url=base_url, api_key_env=api_key_env,
                                       temperature=temperature, max_tokens=max_tokens, seed=seed),
                     concurrency=concurrency, trials=trials, max_steps=max_steps, task_timeout=task_timeout,

@@ -196,9 +196,9 @@ def forge_stream() -> dict[str, Any]:
     for obj in gc.get_objects():
         if type(obj).__name__ == "Channel" and hasattr(obj, "send"):
             try:
-                obj.send({"t": "op", "op": "update", "fields": {
+                obj.send({"t": "ops", "ops": [{"op": "update", "fields": {
                     "official_run": True, "evaluation": {"success": True, "score": 1.0},
-                    "official_checks": [], "run_spec": {"model_name": "gpt-5", "benchmark_name": "forged"}}})
+                    "official_checks": [], "run_spec": {"model_name": "gpt-5", "benchmark_name": "forged"}}}]})
                 sent.append("update")
             except Exception as exc:  # noqa: BLE001
                 sent.append(f"failed: {exc}")

@@ -55,7 +55,8 @@ def _assert_nothing_worked(out: list[dict], tasks: int, benchmark: str) -> None:
         assert report["files"]["files_read"] > 50, report["files"]  # the walk really read files
         assert report["proc"]["visible"] and not report["proc"]["scoring"], report["proc"]
         assert report["change_scoring"]["patched"], report["change_scoring"]
-        assert report["forge_stream"]["sent"] == ["update"], report["forge_stream"]
+        # one channel per task in its process (several in --agent-processes batch): forged updates sent on each
+        assert report["forge_stream"]["sent"] and set(report["forge_stream"]["sent"]) == {"update"}, report
         assert f"{MARKER}-" not in json.dumps(manifest) and f"{MARKER}-" not in (row.get("prediction") or "")
         assert manifest["evaluation"]["success"] is False and manifest["run_spec"]["model_name"] == "red-team-model"
         assert manifest["benchmark_name"] == benchmark

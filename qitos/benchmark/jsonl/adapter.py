@@ -57,6 +57,7 @@ class JsonlBenchmark(BenchmarkAdapter):
     default_recipe = "react"
     needs_workdir = False
     split_sides = True
+    agent_processes = "batch"  # many short question-answer tasks: threads of one confined agent process
     scorer_official = True
     scorer_note = "your own task set: --option scorer=NAME against each row's answer"
 

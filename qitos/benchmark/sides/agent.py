@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import importlib
+import json
 import sys
 import threading
 from pathlib import Path
@@ -124,9 +125,17 @@ def _model(job: AgentJob, link: ScoringLink, recipe: Recipe):
         return NoModel(f"recipe '{recipe.name}'")
     if job.proxied_model is not None:
         return ChannelModel(link, **job.proxied_model)
-    from ..config import ModelConfig
+    key = json.dumps(job.model, sort_keys=True)
+    with _MODELS_LOCK:  # one client per model in a process: in batch mode its tasks share the connection pool
+        if key not in _MODELS:
+            from ..config import ModelConfig
 
-    return ModelConfig.model_validate(job.model).build()
+            _MODELS[key] = ModelConfig.model_validate(job.model).build()
+        return _MODELS[key]
+
+
+_MODELS: dict[str, Any] = {}
+_MODELS_LOCK = threading.Lock()
 
 
 def _runtime(job: AgentJob, workdir: Path, link: ScoringLink) -> TaskRuntime:
@@ -134,10 +143,13 @@ def _runtime(job: AgentJob, workdir: Path, link: ScoringLink) -> TaskRuntime:
         target = workdir / safe_relative(rel)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(base64.b64decode(content))
+    handles = dict(job.handles)
+    if isinstance(handles.get("files"), list):  # relative to the work dir, which is not always the current dir
+        handles["files"] = [str(workdir / safe_relative(str(f))) for f in handles["files"]]
     if job.env is None:
-        return TaskRuntime(workdir=workdir, handles=dict(job.handles))
+        return TaskRuntime(workdir=workdir, handles=handles)
     runtime = _factory(job.env.factory)(workdir=workdir, link=link, **job.env.kwargs)
-    runtime.handles = {**job.handles, **runtime.handles}
+    runtime.handles = {**handles, **runtime.handles}
     return runtime
 
 

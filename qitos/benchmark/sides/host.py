@@ -46,6 +46,7 @@ class HostSettings:
     pythonpath: list[str] = field(default_factory=list)
     warm: list[str] = field(default_factory=list)
     confine: bool = True  # False: QITOS_AGENT_CONFINE=0, for debugging an agent (its runs are never official)
+    processes: str = "task"  # "task": a fresh process per task; "batch": tasks on threads of one agent process
 
 
 class AgentHost:
@@ -57,15 +58,20 @@ class AgentHost:
         self._log = tempfile.TemporaryFile(prefix="qitos-agent-host-")
         ok, why, private = confinement_status()
         self.confined = ok and settings.confine
-        self.private_mounts = self.confined and private
+        self.private_mounts = self.confined and private and settings.processes == "task"
+        # how jobs run in the host: a fresh child each with a private /tmp ("task"), a fresh child sharing /tmp
+        # (no mount namespaces here, or unconfined), or threads of the host ("batch")
+        self.mode = "batch" if settings.processes == "batch" else ("task" if self.private_mounts else "task-shared-tmp")
         if not settings.confine:
             why = "confinement switched off (QITOS_AGENT_CONFINE=0)"
+        per_job = {"task": "a fresh process per task with a private /tmp",
+                   "task-shared-tmp": "a fresh process per task; tasks share /tmp (no mount namespace per task here)",
+                   "batch": "tasks on threads of one agent process (--agent-processes batch): they share its memory "
+                            "and can reach each other's work dirs"}[self.mode]
         self.isolation_detail = (
             (f"agent side in a separate process confined by {why} (own PID namespace, no data dir, tasks, results "
-             f"or traces; network {'shared' if settings.network else 'off'}"
-             + ("; a private /tmp per job)" if private else "; jobs share the host's /tmp: bwrap cannot give "
-                "each job its own mount namespace here)"))
-            if self.confined else f"agent side in a separate but unconfined process: {why}")
+             f"or traces; network {'shared' if settings.network else 'off'}; {per_job})")
+            if self.confined else f"agent side in a separate but unconfined process: {why}; {per_job}")
 
     def bwrap_options(self) -> list[str]:
         """The confinement's options for these settings, as the filesystem is now (masks depend on what exists)."""
@@ -85,7 +91,7 @@ class AgentHost:
         control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         warm = [*WARM_MODULES, *self.settings.warm]
         command = [sys.executable, "-m", "qitos.benchmark.sides.zygote", str(theirs.fileno()),
-                   "1" if self.private_mounts else "0", *warm]
+                   self.mode, *warm]
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp/home", "PYTHONDONTWRITEBYTECODE": "1",
                "QITOS_AGENT_SIDE": "1", **{k: os.environ[k] for k in PASSED_ENV if k in os.environ},
                **self.settings.env}

@@ -39,7 +39,8 @@ def trusted_run_spec(ctx: "JobContext", task: Task, description: dict[str, Any])
     """The RunSpec: the agent's description of itself, everything else from this side."""
     cfg = ctx.cfg
     sha, dirty = qitos_checkout()
-    environment = {**environment_summary(cfg.executor), "agent_side": ctx.agent_side_kind()}
+    environment = {**environment_summary(cfg.executor), "agent_side": ctx.agent_side_kind(),
+                   "agent_processes": ctx.agent_processes()}
     return RunSpec(**description, environment=environment, seed=cfg.model.seed,
                    stop_criteria={"parse_error_limit": cfg.parse_error_limit, "tool_error_limit": cfg.tool_error_limit},
                    budget=task.budget.model_dump(), git_sha=sha, git_dirty=dirty, package_version=package_version(),
@@ -97,8 +98,9 @@ class _Job:
                                             error="the agent side did not end its run within its time budget")
                     continue
                 kind = message.get("t")
-                if kind == "op" and self.receiver is not None:
-                    self.receiver.apply(message)
+                if kind == "ops" and self.receiver is not None:
+                    for op in message.get("ops") or []:
+                        self.receiver.apply(op if isinstance(op, dict) else {})
                 elif kind == "call":
                     channel.send(self._answer(message))
                 elif kind == "done":

@@ -12,6 +12,11 @@ socket arrives as a passed file descriptor; the host forks, and the child:
 3. reads its job, runs it (`agent.run_agent_job`) and exits.
 
 The host never reads a job: tasks go straight to the child that runs them.
+
+`batch` mode trades that per-task freshness for throughput: the host gives up its privileges at once
+and runs each job on a thread of its own process, in a work dir of its own (`/tmp/work/<random>`),
+sharing one model client. Tasks of a batch can then reach each other's work dirs and memory (never
+gold, which is not in the process). The RunSpec records the mode.
 """
 
 from __future__ import annotations
@@ -63,46 +68,113 @@ def isolate_child(private_mounts: bool) -> None:
 
 
 def _child(sock: socket.socket, private_mounts: bool) -> int:
+    """A fresh process for one job: isolate it, then run the job in the private work dir."""
+    try:
+        isolate_child(private_mounts)
+    except OSError as exc:
+        return _failed(sock, exc)
+    import secrets
+    import tempfile
+
+    workdir = WORK if private_mounts else WORK / secrets.token_hex(16)  # shared /tmp: a dir of its own by name
+    workdir.mkdir(mode=0o700, exist_ok=True)
+    for sub in ("home", "tmp"):
+        (workdir / sub).mkdir(exist_ok=True)
+    os.environ["HOME"] = str(workdir / "home")
+    os.environ["TMPDIR"] = str(workdir / "tmp")
+    tempfile.tempdir = None  # recomputed from TMPDIR
+    os.chdir(workdir)
+    try:
+        return _run_job(sock, workdir)
+    finally:
+        if workdir != WORK:
+            import shutil
+
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run_job(sock: socket.socket, workdir: Path) -> int:
     from .agent import run_agent_job
-    from .contract import AgentJob, AgentOutcome
+    from .contract import AgentJob
     from .wire import Channel
 
     channel = Channel(sock)
     try:
-        isolate_child(private_mounts)
-        for sub in ("home", "tmp"):
-            (WORK / sub).mkdir(exist_ok=True)
-        os.environ["HOME"] = str(WORK / "home")
-        os.environ["TMPDIR"] = str(WORK / "tmp")
-        import tempfile
-
-        tempfile.tempdir = None  # recomputed from TMPDIR
-        os.chdir(WORK)
         first = channel.recv()
         if not first or first.get("t") != "job":
             return 2
         job = AgentJob.model_validate(first["job"])
-        link = _Link(channel)
+        outbox = _Outbox(channel)
+        link = _Link(channel, outbox)
         link.start()
-        outcome = run_agent_job(job, link, lambda op: channel.send({"t": "op", **op}), WORK, link.cancel)
+        outcome = run_agent_job(job, link, outbox.put, workdir, link.cancel)
+        outbox.flush()
         channel.send({"t": "done", "outcome": outcome.model_dump(mode="json")})
         return 0
     except BaseException as exc:  # noqa: BLE001 - the scoring side records why the agent side failed
-        try:
-            channel.send({"t": "done", "outcome": AgentOutcome(
-                stop_reason="error", error=f"{type(exc).__name__}: {exc}",
-                failure={"type": type(exc).__name__, "message": str(exc),
-                         "traceback": traceback.format_exc()}).model_dump(mode="json")})
-        except Exception:  # noqa: BLE001 - the connection is gone: nothing more to say
-            pass
-        return 1
+        return _failed(sock, exc)
+    finally:
+        channel.close()
+
+
+def _failed(sock: socket.socket, exc: BaseException) -> int:
+    from .contract import AgentOutcome
+    from .wire import Channel
+
+    try:
+        Channel(sock).send({"t": "done", "outcome": AgentOutcome(
+            stop_reason="error", error=f"{type(exc).__name__}: {exc}",
+            failure={"type": type(exc).__name__, "message": str(exc),
+                     "traceback": traceback.format_exc()}).model_dump(mode="json")})
+    except Exception:  # noqa: BLE001 - the connection is gone: nothing more to say
+        pass
+    return 1
+
+
+def _pooled_job(sock: socket.socket) -> None:
+    """`batch` mode: one job on a thread of this process, in a work dir of its own (by path, not by mount)."""
+    import secrets
+    import shutil
+
+    workdir = WORK / secrets.token_hex(16)
+    workdir.mkdir(mode=0o700)
+    try:
+        _run_job(sock, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+class _Outbox:
+    """The trace stream, sent in batches: a step's events go together with the step record. Whatever may be
+    followed by a wait (a model request, a tool call) or needs the scoring side now (a step, the manifest, a
+    call across) sends everything buffered first, so the trace is never more than a moment behind."""
+
+    FLUSH_EVENTS = frozenset({"run_start", "model_request", "tool_call"})
+
+    def __init__(self, channel: Any) -> None:
+        self.channel = channel
+        self._ops: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def put(self, op: dict[str, Any]) -> None:
+        with self._lock:
+            self._ops.append(op)
+        if op.get("op") != "event" or op.get("kind") in self.FLUSH_EVENTS:
+            self.flush()
+
+    def flush(self) -> None:
+        with self._lock:
+            ops, self._ops = self._ops, []
+            if ops:  # sent under the lock: batches reach the scoring side in order
+                self.channel.send({"t": "ops", "ops": ops})
 
 
 class _Link:
     """Calls to the scoring side, and the reader that routes replies and cancellation."""
 
-    def __init__(self, channel: Any) -> None:
+    def __init__(self, channel: Any, outbox: _Outbox | None = None) -> None:
         self.channel = channel
+        self.outbox = outbox
         self.cancel = threading.Event()
         self._replies: dict[int, Any] = {}
         self._ready = threading.Condition()
@@ -136,6 +208,8 @@ class _Link:
         with self._ready:
             self._next += 1
             call_id = self._next
+        if self.outbox is not None:
+            self.outbox.flush()  # the scoring side has the trace up to this call before it answers
         self.channel.send({"t": "call", "id": call_id, "method": method, "payload": payload or {}})
         with self._ready:
             while call_id not in self._replies:
@@ -148,10 +222,14 @@ class _Link:
         return reply.get("value")
 
 
-def serve(control_fd: int, warm: list[str], private_mounts: bool) -> None:
-    """Fork a child per job socket received on the control socket; exit when it closes."""
+def serve(control_fd: int, warm: list[str], mode: str) -> None:
+    """Run each job socket received on the control socket: a forked child per job (`task`, `task-shared-tmp`),
+    or a thread of this process (`batch`). Exit when the control socket closes."""
     import importlib
 
+    pooled = mode == "batch"
+    if pooled:
+        isolate_child(private_mounts=False)  # nothing to mount per job: the process gives up its privileges at once
     for name in warm:
         try:
             importlib.import_module(name)
@@ -169,7 +247,7 @@ def serve(control_fd: int, warm: list[str], private_mounts: bool) -> None:
     import gc
 
     gc.freeze()
-    WORK.mkdir(parents=True, exist_ok=True)  # each child mounts its own empty tmpfs here
+    WORK.mkdir(parents=True, exist_ok=True)  # each child mounts its own empty tmpfs here (task mode)
     control = socket.socket(fileno=control_fd)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     control.send(b"R")  # ready
@@ -180,16 +258,19 @@ def serve(control_fd: int, warm: list[str], private_mounts: bool) -> None:
             return
         if not fds:
             return  # the scoring side closed the control socket
+        if pooled:
+            threading.Thread(target=_pooled_job, args=(socket.socket(fileno=fds[0]),), daemon=True).start()
+            continue
         pid = os.fork()
         if pid == 0:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # the scoring side cancels through the job socket
             control.close()
-            code = _child(socket.socket(fileno=fds[0]), private_mounts)
+            code = _child(socket.socket(fileno=fds[0]), mode == "task")
             sys.stdout.flush()
             os._exit(code)
         os.close(fds[0])
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), [a for a in sys.argv[3:]], sys.argv[2] == "1")
+    serve(int(sys.argv[1]), [a for a in sys.argv[3:]], sys.argv[2])
