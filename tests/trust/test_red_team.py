@@ -34,6 +34,7 @@ def outsider(tmp_path: Path) -> Path:
 
 
 def _run(outsider: Path, tmp_path: Path, benchmark: str, *args: str) -> list[dict]:
+    """The red-team runner against a loopback model; `args` may pick --agent-processes."""
     with OpenAIServer(default=lambda body: Reply(text="Thought: let me think about it.")) as server:
         done = qit("bench", "run", "-b", benchmark, *args, "--runner", "red_team_agent:build",
                    "--model-name", "red-team-model", "--base-url", server.base_url, "--concurrency", "2",
@@ -44,7 +45,11 @@ def _run(outsider: Path, tmp_path: Path, benchmark: str, *args: str) -> list[dic
     return rows(tmp_path / "results" / "r.jsonl")
 
 
-def _assert_nothing_worked(out: list[dict], tasks: int, benchmark: str) -> None:
+def _assert_nothing_worked(out: list[dict], tasks: int, benchmark: str, shared_process: bool = False) -> None:
+    """`shared_process` (--agent-processes batch): the runner's forged updates also reach its sibling tasks'
+    streams in the same process. They cannot set anything trusted, but a forged self-description that arrives
+    first can leave a sibling's RunSpec incomplete: that run is then not official, and says so."""
+    side_checks = [c for c in SIDE_CHECKS if not (shared_process and c == "run_spec_complete")]
     assert len(out) == tasks and {r["task_id"] for r in out} != {"forged"}, [r["task_id"] for r in out]
     for row in out:
         assert row["success"] is False, row  # scoring unchanged: the answer is a report, never the gold
@@ -61,7 +66,7 @@ def _assert_nothing_worked(out: list[dict], tasks: int, benchmark: str) -> None:
         assert manifest["evaluation"]["success"] is False and manifest["run_spec"]["model_name"] == "red-team-model"
         assert manifest["benchmark_name"] == benchmark
         checks = {c["check"]: c for c in manifest["official_checks"]}
-        for name in SIDE_CHECKS:
+        for name in side_checks:
             assert checks[name]["passed"], checks[name]
         assert manifest["official_run"] == all(c["passed"] for c in checks.values())
     done = qit("bench", "eval", "-i", Path(out[0]["trace_run_dir"]).parents[1] / "results" / "r.jsonl", "--json",
@@ -69,13 +74,15 @@ def _assert_nothing_worked(out: list[dict], tasks: int, benchmark: str) -> None:
     assert done.returncode == 0 and json.loads(done.stdout)["groups"][0]["metrics"]["successes"] == 0, done.stdout
 
 
-def test_red_team_runner_on_jsonl_finds_nothing(outsider: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("processes", ["batch", "task"])
+def test_red_team_runner_on_jsonl_finds_nothing(outsider: Path, tmp_path: Path, processes: str) -> None:
     data = tmp_path / "data"
     data.mkdir()
     tasks = data / "tasks.jsonl"
     tasks.write_text("".join(json.dumps({"id": f"q{i}", "question": f"What is secret number {i}?",
                                          "answer": f"{MARKER}-{i}"}) + "\n" for i in range(3)))
-    _assert_nothing_worked(_run(outsider, tmp_path, "jsonl", "--root", str(tasks)), 3, "jsonl")
+    out = _run(outsider, tmp_path, "jsonl", "--root", str(tasks), "--agent-processes", processes)
+    _assert_nothing_worked(out, 3, "jsonl", shared_process=processes == "batch")
 
 
 CYBENCH_TASK = "cybench_benchmark_hackthebox_cyber-apocalypse-2024_crypto_[Very_Easy]_Dynastic"

@@ -1,7 +1,7 @@
 """The scoring side's end of a streamed trace: it writes the files, and decides what in them is trusted.
 
-The agent side reports its own run: events, steps, its answer, and a description of itself (model,
-prompt protocol, parser, tools). Everything that says how the run is judged is the scoring side's:
+The agent side reports its own run: events, steps, its answer, and a description of itself (prompt
+protocol, parser, tools, generation parameters; the model's identity comes from the run's configuration). Everything that says how the run is judged is the scoring side's:
 the RunSpec's identity, benchmark and environment fields, the ExperimentSpec, the task summary, the
 official checks and the evaluation. Manifest fields the agent side tries to set beyond its own
 description are dropped and counted (`dropped_fields`).

@@ -31,6 +31,7 @@ from .wire import WireClosed
 if TYPE_CHECKING:
     from ..job import JobContext
 
+MODEL_FIELDS = ("model_name", "model_family", "model_provider", "base_url_host")
 CANCEL_GRACE_SECONDS = 30.0  # after a cancel, how long the agent side may take to end its run
 DEADLINE_GRACE_SECONDS = 120.0  # beyond the task's own time budget, before the scoring side gives up
 
@@ -38,6 +39,10 @@ DEADLINE_GRACE_SECONDS = 120.0  # beyond the task's own time budget, before the 
 def trusted_run_spec(ctx: "JobContext", task: Task, description: dict[str, Any]) -> RunSpec:
     """The RunSpec: the agent's description of itself, everything else from this side."""
     cfg = ctx.cfg
+    model = ctx.probe_model()  # the model's identity is the run's configuration, never the agent side's claim
+    description = {**{k: v for k, v in description.items() if k not in MODEL_FIELDS},
+                   "model_name": model.name, "model_family": model.family, "model_provider": model.provider,
+                   "base_url_host": getattr(model, "base_url_host", None)}
     sha, dirty = qitos_checkout()
     environment = {**environment_summary(cfg.executor), "agent_side": ctx.agent_side_kind(),
                    "agent_processes": ctx.agent_processes()}
