@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import require_system
+
 from qitos.benchmark.base import LoadOptions
 from qitos.benchmark.config import ModelConfig, RunConfig
 from qitos.benchmark.desktop.adapter import DesktopAdapter
@@ -165,8 +167,7 @@ def test_the_agent_side_env_holds_no_desktop_and_names_no_paths(tmp_path: Path) 
 
 def test_a_scripted_run_goes_through_the_confined_agent_side_and_scores_the_real_app(tmp_path: Path) -> None:
     ok, why, _ = confinement_status()
-    if not ok:
-        pytest.skip(f"no confinement here: {why}")
+    require_system(ok, f"bubblewrap confinement for the agent side ({why})")
     x, y = _apply_centre(tmp_path)
     script = [json.dumps({"thought": "apply", "action": {"name": "CLICK", "arguments": {"x": x, "y": y}}}), "DONE"]
     script_file = tmp_path / "script.jsonl"
@@ -374,8 +375,7 @@ RED_TEAM = textwrap.dedent('''
 def test_red_team_runner_cannot_reach_the_app_state_the_x_server_the_checker_or_the_gold(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ok, why, _ = confinement_status()
-    if not ok:
-        pytest.skip(f"no confinement here: {why}")
+    require_system(ok, f"bubblewrap confinement for the agent side ({why})")
     outside = tmp_path / "thirdparty"
     outside.mkdir()
     (outside / "desk_red_team.py").write_text(RED_TEAM.replace("__MARKERS__", json.dumps(gold_markers())))

@@ -13,6 +13,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import require_system
 from osworld_fake_controller import FakeController
 
 from qitos.benchmark.base import LoadOptions
@@ -28,8 +30,7 @@ GSETTINGS = "osworld-os-bedcedc4-4d72-425e-ad62-21960b11fe0d"  # exact_match(gse
 @pytest.fixture(autouse=True)
 def _confined() -> None:
     ok, why, _ = confinement_status()
-    if not ok:
-        pytest.skip(f"no confinement here: {why}")
+    require_system(ok, f"bubblewrap confinement for the agent side ({why})")
 
 
 def _checks(row: dict) -> dict[str, bool]:
