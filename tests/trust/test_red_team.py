@@ -60,8 +60,13 @@ def _assert_nothing_worked(out: list[dict], tasks: int, benchmark: str, shared_p
         assert report["files"]["files_read"] > 50, report["files"]  # the walk really read files
         assert report["proc"]["visible"] and not report["proc"]["scoring"], report["proc"]
         assert report["change_scoring"]["patched"], report["change_scoring"]
-        # one channel per task in its process (several in --agent-processes batch): forged updates sent on each
-        assert report["forge_stream"]["sent"] and set(report["forge_stream"]["sent"]) == {"update"}, report
+        # one channel per task in its process (several in --agent-processes batch): forged updates sent on each;
+        # in batch, a finished sibling's channel may already be closed when the forger reaches it
+        sent = report["forge_stream"]["sent"]
+        assert "update" in sent, report
+        others = {s for s in sent if s != "update"}
+        closed = ("Bad file descriptor", "Broken pipe", "Connection reset")
+        assert not others if not shared_process else all(any(e in s for e in closed) for s in others), report
         assert f"{MARKER}-" not in json.dumps(manifest) and f"{MARKER}-" not in (row.get("prediction") or "")
         assert manifest["evaluation"]["success"] is False and manifest["run_spec"]["model_name"] == "red-team-model"
         assert manifest["benchmark_name"] == benchmark
