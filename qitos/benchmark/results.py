@@ -8,6 +8,7 @@ true, false or null, never a string or number coerced into one ("false" is not a
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import threading
@@ -147,12 +148,19 @@ class ResultsFile:
         return list(iter_rows(self.path)) if self.path.exists() else []
 
     def append(self, row: BenchmarkRunResult) -> None:
-        line = redact_text(row.model_dump_json()) + "\n"  # a prediction may echo a key
+        """Append one row, durably. Safe across threads and across worker processes appending to the same
+        file: the line goes out in one O_APPEND write under an exclusive lock, so rows never interleave."""
+        data = (redact_text(row.model_dump_json()) + "\n").encode("utf-8")  # a prediction may echo a key
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a", encoding="utf-8") as fh:
-                fh.write(line)
-                fh.flush()
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)  # closing releases the lock
             ticket = FLUSHER.mark_dirty(self.path)
         FLUSHER.sync(ticket)  # durable before we report the row as saved; concurrent appends share one flush
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from .config import RunConfig
 from .errors import BenchmarkUsageError
 from .executors import connect_ray, run_local, run_ray
 from .job import JobContext, batch_model_provider, prepared_task, resolve_recipe
+from .lifetime import exit_code_for, signal_of
 from .registry import canonical_name, get_adapter
 from .results import NOT_DONE_REASONS, BenchmarkRunResult, ResultsFile, trace_run_spec
 from .workers import run_workers
@@ -50,14 +52,16 @@ FAILED_REASONS = ("error", "setup_failed", "model_error")  # the run itself fail
 class BatchOutcome:
     rows: list[BenchmarkRunResult] = field(default_factory=list)
     cancelled: bool = False
+    stop_signal: int = signal.SIGINT  # what cancelled the batch
 
     @property
     def exit_code(self) -> int:
-        """130 cancelled (Ctrl-C; rerun to resume), 1 every row failed to run, else 0: tasks the agent got wrong
+        """128 + the signal when cancelled (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP; rerun to resume), 1 every row
+        failed to run, else 0: tasks the agent got wrong
         and partial failures (some rows `error`, `setup_failed`, `model_error`, `requires_unavailable`) are
         results, counted by `qit bench eval`."""
         if self.cancelled:
-            return 130
+            return exit_code_for(self.stop_signal)
         if self.rows and all(r.stop_reason in FAILED_REASONS for r in self.rows):
             return 1
         return 0
@@ -257,14 +261,19 @@ def execute_batch(plan: BatchPlan, on_row: Callable[[BenchmarkRunResult], None] 
     outcome = BatchOutcome()
     lock = threading.Lock()
 
-    def on_result(task: Task, trial: int, row: BenchmarkRunResult | None) -> None:
+    def seen(task: Task, trial: int, row: BenchmarkRunResult | None) -> None:
+        """A row already saved: count it and show it."""
         if row is None:
             return
-        results.append(row)
         with lock:
             outcome.rows.append(row)
         if on_row:
             on_row(row)
+
+    def on_result(task: Task, trial: int, row: BenchmarkRunResult | None) -> None:
+        if row is not None:
+            results.append(row)  # durable before anything reports the task finished
+        seen(task, trial, row)
 
     if plan.ctx.split:  # exist before the agent host starts, so it can mask them
         plan.output.parent.mkdir(parents=True, exist_ok=True)
@@ -278,11 +287,12 @@ def execute_batch(plan: BatchPlan, on_row: Callable[[BenchmarkRunResult], None] 
         if plan.cfg.executor == "ray":
             run_ray(plan.ctx, plan.jobs, plan.cfg.concurrency, on_result, plan.cfg.ray_address)
         elif plan.cfg.workers > 1:
-            run_workers(plan.ctx, plan.jobs, plan.cfg.concurrency, plan.cfg.workers, on_result)
+            run_workers(plan.ctx, plan.jobs, plan.cfg.concurrency, plan.cfg.workers, seen, results.append)
         else:
             run_local(plan.ctx, plan.jobs, plan.cfg.concurrency, on_result)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP (lifetime.Stopped)
         outcome.cancelled = True
+        outcome.stop_signal = signal_of(exc)
     finally:
         if plan.ctx.host is not None:
             plan.ctx.host.close()

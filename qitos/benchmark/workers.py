@@ -4,9 +4,14 @@ One Python process runs Python code on one core at a time (the GIL). When a batc
 code, parsing, tracing, the HTTP client) fills that core, more threads only queue for it; worker
 processes use the other cores. Workers are forked after planning, so they start in milliseconds with
 the batch context (adapter, recipe, model client, data) already loaded. Each worker pulls jobs from a
-shared queue, writes its traces straight into the log directory and sends the row back (the row's disk
-flush covers its trace); the parent appends rows and drives the progress bar exactly as with threads.
-Ctrl-C reaches every worker (same process group): in-flight runs end `cancelled` and a rerun resumes.
+shared queue, writes its traces straight into the log directory, appends each row to the results file
+itself (durable before anyone is told the task finished: the row's disk flush covers its trace) and then
+tells the parent, which drives the progress bar exactly as with threads.
+
+Stopping: Ctrl-C reaches every worker (same process group); SIGTERM or SIGHUP to the parent alone (`timeout`,
+`docker stop`) is passed on through a shared event. Either way in-flight runs end `cancelled` and a rerun
+resumes. If the parent is killed outright, each worker notices within a second (PR_SET_PDEATHSIG, backed by
+a watch on its parent's pid), cancels its runs and exits: no orphan keeps calling the model.
 """
 
 from __future__ import annotations
@@ -19,21 +24,24 @@ import queue
 import signal
 import threading
 import traceback
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from qitos.core.task import Task
 from qitos.trace.durability import FLUSHER
 
 from .executors import OnResult, run_local
 from .job import JobContext
+from .lifetime import Stopped, die_with_parent, on_stop_signals, watch_parent
 from .results import BenchmarkRunResult
 
 _FINISHED = "finished"
 
 
 def run_workers(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: int, workers: int,
-                on_result: OnResult) -> None:
-    """Run jobs in `workers` processes with `concurrency` in flight overall."""
+                on_result: OnResult, save: Callable[[BenchmarkRunResult], None]) -> None:
+    """Run jobs in `workers` processes with `concurrency` in flight overall.
+
+    Each worker calls `save(row)` (the durable append) itself; `on_result` then sees the saved row here."""
     job_list = list(jobs)
     workers = max(1, min(workers, len(job_list)))
     if not job_list:
@@ -45,7 +53,8 @@ def run_workers(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: 
     for _ in range(workers):
         todo.put(None)
     shares = [concurrency // workers + (1 if i < concurrency % workers else 0) for i in range(workers)]
-    procs = [mp.Process(target=_worker, args=(ctx, job_list, max(1, share), todo, done, cancel),
+    parent = os.getpid()
+    procs = [mp.Process(target=_worker, args=(ctx, job_list, max(1, share), todo, done, cancel, save, parent),
                         name=f"qitos-worker-{i}", daemon=True) for i, share in enumerate(shares)]
     # Freeze what is loaded (modules, schemas, the benchmark's data) so the workers' garbage collector never
     # walks it again: cheaper collections, and no copy-on-write of pages the collector would have touched.
@@ -55,17 +64,13 @@ def run_workers(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: 
             proc.start()
     finally:
         gc.unfreeze()
-    # Ctrl-C reaches the workers directly; here it only marks the batch cancelled, so the parent is never
-    # interrupted halfway through recording a row it has already received.
-    in_main = threading.current_thread() is threading.main_thread()  # only the main thread may set handlers
-    previous = signal.signal(signal.SIGINT, lambda *_: cancel.set()) if in_main else None
-    try:
+    # A stop signal only marks the batch cancelled here (the workers see the shared event; Ctrl-C reaches them
+    # directly too), so the parent is never interrupted halfway through taking a row it has been sent.
+    stopped: list[int] = []
+    with on_stop_signals(lambda signum: (stopped.append(signum), cancel.set())):
         _collect(job_list, procs, done, on_result)
-    finally:
-        if in_main:
-            signal.signal(signal.SIGINT, previous)
     if cancel.is_set():
-        raise KeyboardInterrupt
+        raise Stopped(stopped[0]) if stopped and stopped[0] != signal.SIGINT else KeyboardInterrupt
 
 
 def _collect(job_list: list[tuple[Task, int]], procs: list, done, on_result: OnResult) -> None:
@@ -95,17 +100,24 @@ def _collect(job_list: list[tuple[Task, int]], procs: list, done, on_result: OnR
 
 
 def _record(on_result: OnResult, task: Task, trial: int, row_json: str | None) -> None:
-    row = None if row_json is None else BenchmarkRunResult.model_validate_json(row_json)
-    if row is not None and row.trace_run_dir:
-        # The row's disk flush (group commit, in on_result) then also covers the trace the worker wrote,
-        # wherever it lives: one flush per row instead of one in the worker and one here.
-        FLUSHER.mark_dirty(row.trace_run_dir)
-    on_result(task, trial, row)
+    on_result(task, trial, None if row_json is None else BenchmarkRunResult.model_validate_json(row_json))
 
 
-def _worker(ctx: JobContext, job_list: list[tuple[Task, int]], concurrency: int, todo, done, cancel) -> None:
-    """One worker process: a thread pool fed from the shared queue; rows go back through `done`."""
+def _worker(ctx: JobContext, job_list: list[tuple[Task, int]], concurrency: int, todo, done, cancel,
+            save: Callable[[BenchmarkRunResult], None], parent: int) -> None:
+    """One worker process: a thread pool fed from the shared queue; saved rows are announced through `done`."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_stopped)
+    orphaned = threading.Event()
+
+    def parent_gone() -> None:
+        orphaned.set()
+        ctx.cancel_event.set()
+        os.kill(os.getpid(), signal.SIGTERM)  # interrupts the main thread's wait, as the kernel's signal would
+
+    die_with_parent(signal.SIGTERM)
+    watch_parent(parent, parent_gone)  # also covers a parent that died before the prctl above
     ctx.host = None  # each worker process talks to an agent host of its own
     threading.Thread(target=lambda: (cancel.wait(), ctx.cancel_event.set()), daemon=True).start()
     slot: dict[tuple[str, int], int] = {}
@@ -120,6 +132,10 @@ def _worker(ctx: JobContext, job_list: list[tuple[Task, int]], concurrency: int,
             yield task, trial
 
     def report(task: Task, trial: int, row: BenchmarkRunResult | None) -> None:
+        if row is not None:
+            if row.trace_run_dir:  # the row's disk flush then covers the trace too, wherever it lives
+                FLUSHER.mark_dirty(row.trace_run_dir)
+            save(row)  # durable before the parent hears of it: a parent killed now loses nothing finished
         done.put((slot[(task.id, trial)], None if row is None else row.model_dump_json()))
 
     code = 0
@@ -131,7 +147,14 @@ def _worker(ctx: JobContext, job_list: list[tuple[Task, int]], concurrency: int,
         traceback.print_exc()
         code = 1
     finally:
-        done.put(_FINISHED)
-        done.close()
-        done.join_thread()  # every row reaches the parent before this process exits
+        if orphaned.is_set() or os.getppid() != parent:
+            done.cancel_join_thread()  # nobody reads the queue any more: do not wait to hand it over
+        else:
+            done.put(_FINISHED)
+            done.close()
+            done.join_thread()  # every row reaches the parent before this process exits
         os._exit(code)  # skip teardown of state inherited from the parent (atexit handlers, its threads' objects)
+
+
+def _raise_stopped(signum: int, _frame: object) -> None:
+    raise Stopped(signum)

@@ -92,17 +92,27 @@ def run(
                     concurrency=concurrency, trials=trials, max_steps=max_steps, task_timeout=task_timeout,
                     output=output, trace_logdir=Path(trace_logdir), executor=executor, ray_address=ray_address,
                     workers=workers, retry_errors=retry_errors, force=force, dry_run=dry_run)
+    from qitos.benchmark.lifetime import exit_code_for, signal_of, stop_signals_raise
     from qitos.benchmark.runner import plan_batch
 
-    plan = plan_batch(cfg)  # checks flags, data and the model first: a refused run writes nothing
-    for warning in plan.warnings:
-        typer.echo(f"warning: {warning}", err=True)
-    print_plan(plan)
-    if dry_run:
-        return
-    ensure_writable_dir(cfg.trace_logdir)
-    outcome = run_with_progress(plan)
-    print_summary(plan, outcome)
+    # SIGTERM / SIGHUP (timeout, docker stop, a scheduler) end the run as Ctrl-C does, from planning to the summary
+    plan = None
+    with stop_signals_raise():
+        try:
+            plan = plan_batch(cfg)  # checks flags, data and the model first: a refused run writes nothing
+            for warning in plan.warnings:
+                typer.echo(f"warning: {warning}", err=True)
+            print_plan(plan)
+            if dry_run:
+                return
+            ensure_writable_dir(cfg.trace_logdir)
+            outcome = run_with_progress(plan)  # a signal while tasks run: in-flight runs end cancelled
+            print_summary(plan, outcome)
+        except KeyboardInterrupt as exc:  # before the run started, or while it was closing down
+            where = "before the run started: nothing written" if plan is None else (
+                f"while the run was closing: finished rows are saved in {plan.output}; rerun to resume")
+            typer.echo(f"stopped {where}", err=True)
+            raise typer.Exit(exit_code_for(signal_of(exc))) from None
     if outcome.exit_code:
         raise typer.Exit(outcome.exit_code)
 

@@ -64,7 +64,10 @@ def print_summary(plan, outcome) -> None:
 
     rows = [r.model_dump(mode="json") for r in outcome.rows]
     if outcome.cancelled:
-        console.print(f"[yellow]cancelled[/]: {len(rows)} of {len(plan.jobs)} finished and saved; "
+        import signal
+
+        why = signal.Signals(outcome.stop_signal).name
+        console.print(f"[yellow]cancelled[/] ({why}): {len(rows)} of {len(plan.jobs)} finished and saved; "
                       "rerun the same command to resume")
     p = proportion_of(rows, len(plan.jobs))
     tokens = sum(r.token_usage.total_tokens for r in outcome.rows)

@@ -32,7 +32,7 @@ Exit codes of `qit bench run` (and `qit demo minimal`):
 | 0 | the run finished; tasks the agent failed, and some rows ending `error`, `setup_failed`, `model_error` or `requires_unavailable` (a partial failure), are results: `qit bench eval` counts them |
 | 1 | every row of the run failed to run (`error`, `setup_failed` or `model_error`), or `qit bench replay --reexecute` diverged |
 | 2 | usage error: a flag, file, model or data problem, reported on one line before anything is written |
-| 130 | interrupted (Ctrl-C): finished rows are saved, in-flight runs end `cancelled`; rerun the same command to resume |
+| 130, 143, 129 | stopped by Ctrl-C, SIGTERM or SIGHUP (128 + the signal): finished rows are saved, in-flight runs end `cancelled`; rerun the same command to resume |
 """
 
 

@@ -9,13 +9,11 @@ interpreter exit (atexit), on SIGTERM/SIGHUP (signal handlers), and if this proc
 from __future__ import annotations
 
 import atexit
-import ctypes
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -23,6 +21,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, Callable
 
+from qitos.benchmark.lifetime import die_with_parent
 from qitos.trace.liveness import pid_alive
 
 _LOCK_DIR = Path("/tmp")
@@ -67,17 +66,6 @@ def _pillow_can_grab() -> bool:
         return bool(features.check("xcb"))
     except ImportError:
         return False
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: SIGTERM it when the thread that started it dies (Linux only)."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 def _display_in_use(number: int) -> bool:
@@ -232,7 +220,7 @@ class VirtualDesktop:
         with open(self.logdir / f"{log_name}.log", "ab") as log:
             try:
                 proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                        env=env, cwd=cwd, start_new_session=True, preexec_fn=_die_with_parent)
+                                        env=env, cwd=cwd, start_new_session=True, preexec_fn=die_with_parent)
             except OSError as exc:
                 raise DesktopError(f"could not start {args[0]}: {exc}") from exc
         self._procs.append(proc)

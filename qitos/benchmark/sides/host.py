@@ -17,6 +17,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..lifetime import die_with_parent
 from .confine import confinement_status, host_argv, python_paths
 from .wire import Channel
 
@@ -117,9 +118,10 @@ class AgentHost:
         try:
             # its own session: a terminal's Ctrl-C (or `timeout`, a batch scheduler) signals the runner's process
             # group, and the runner cancels each job through its socket; bwrap's --die-with-parent ends the host
-            # if the runner dies
+            # if the runner dies, and PR_SET_PDEATHSIG does the same for an unconfined host
             self._proc = subprocess.Popen(argv, pass_fds=passed, env=env, cwd=cwd, start_new_session=True,
-                                          stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log)
+                                          stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
+                                          preexec_fn=None if self.confined else die_with_parent)
         finally:
             theirs.close()
             if options is not None:

@@ -1,0 +1,102 @@
+"""How a batch ends when it is told to stop: signals, and processes that must not outlive their parent.
+
+Ctrl-C, `timeout`, `docker stop` and a batch scheduler's time limit all mean the same thing: stop now, keep
+what finished, leave nothing running. SIGTERM and SIGHUP therefore take Ctrl-C's path (in-flight runs end
+`cancelled`, finished rows stay, exit 128 + the signal's number). SIGKILL cannot be caught, so every process a
+batch starts (worker processes, agent hosts, servers) asks the kernel to signal it when its parent dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import threading
+from typing import Callable, Iterator
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_PR_SET_PDEATHSIG = 1
+
+
+class Stopped(KeyboardInterrupt):
+    """A stop signal other than Ctrl-C, raised where Ctrl-C's KeyboardInterrupt would be: same cleanup path."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def signal_of(exc: BaseException) -> int:
+    """The signal a KeyboardInterrupt stands for (SIGINT for a plain Ctrl-C)."""
+    return getattr(exc, "signum", signal.SIGINT)
+
+
+def exit_code_for(signum: int) -> int:
+    """The shell's convention: 128 + the signal's number (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
+    return 128 + int(signum)
+
+
+@contextlib.contextmanager
+def stop_signals_raise() -> Iterator[None]:
+    """In the main thread: SIGTERM and SIGHUP raise `Stopped`, as SIGINT raises KeyboardInterrupt."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_stopped(signum: int, _frame: object) -> None:
+        raise Stopped(signum)
+
+    previous = {sig: signal.signal(sig, raise_stopped) for sig in STOP_SIGNALS if sig != signal.SIGINT}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def on_stop_signals(callback: Callable[[int], None]) -> Iterator[None]:
+    """In the main thread: every stop signal calls `callback(signum)` instead of interrupting the code."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, lambda signum, _frame: callback(signum)) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def die_with_parent(signum: int = signal.SIGTERM) -> None:
+    """Ask the kernel to send `signum` to this process when its parent (the thread that forked it) dies.
+
+    Usable as a `preexec_fn` and in forked workers; a no-op off Linux."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
+    except OSError:
+        pass
+
+
+def watch_parent(parent_pid: int, on_gone: Callable[[], None], interval: float = 0.2) -> None:
+    """Call `on_gone` once `parent_pid` is no longer this process's parent (it died; we were re-parented).
+
+    Backs up PR_SET_PDEATHSIG, which fires when the forking *thread* ends and can race with the fork."""
+
+    def loop() -> None:
+        stop = threading.Event()
+        while not stop.wait(interval):
+            if os.getppid() != parent_pid:
+                on_gone()
+                return
+
+    threading.Thread(target=loop, name="qitos-parent-watch", daemon=True).start()
+
+
+__all__ = ["STOP_SIGNALS", "Stopped", "die_with_parent", "exit_code_for", "on_stop_signals", "signal_of",
+           "stop_signals_raise", "watch_parent"]

@@ -1,0 +1,124 @@
+"""Run a command, signal it once, and report which of its descendants outlived it.
+
+`python -m tests.support.reaper --after 2.5 --signal TERM --linger 2 [--start-when PATH[:LINES]] -- qit ...`
+
+`--after` counts from the start of the command, or from when PATH first exists (e.g. the trace directory the
+run creates once planning is done) or holds LINES lines (rows in a results file), so a kill can be aimed at a
+phase of the run.
+
+This process makes itself a child subreaper (PR_SET_CHILD_SUBREAPER), so every process the command starts,
+however it detaches (forked workers, a new session, bwrap), is re-parented here when its own parent dies, and
+can be found by walking parent pids. After the signal it waits for the command to exit, gives the rest up to
+`--linger` seconds to go, then prints one JSON line: the command's exit code, when it was signalled, and the
+command lines of the survivors. Survivors are then killed so a failing test leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def descendants(root: int) -> dict[int, str]:
+    """Live (non-zombie) processes below `root`, with their command lines."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read().decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[0] != "Z":
+            parents[int(entry)] = int(fields[1])
+    found: dict[int, str] = {}
+    frontier = [root]
+    while frontier:
+        pid = frontier.pop()
+        for child, parent in parents.items():
+            if parent == pid and child not in found:
+                try:
+                    with open(f"/proc/{child}/cmdline", "rb") as fh:
+                        found[child] = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+                except OSError:
+                    continue
+                frontier.append(child)
+    return found
+
+
+def reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _reached(mark: str) -> bool:
+    path, _, lines = mark.rpartition(":") if mark.rpartition(":")[2].isdigit() else (mark, "", "")
+    if not os.path.exists(path):
+        return False
+    if not lines:
+        return True
+    with open(path, "rb") as fh:
+        return fh.read().count(b"\n") >= int(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--after", type=float, required=True, help="seconds before the signal")
+    parser.add_argument("--signal", required=True, help="TERM, HUP, KILL, INT")
+    parser.add_argument("--linger", type=float, default=2.0)
+    parser.add_argument("--start-when", default=None, help="count --after from when this path exists")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args()
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise SystemExit("prctl(PR_SET_CHILD_SUBREAPER) failed")
+    me = os.getpid()
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=sys.stderr)
+    signalled = False
+    if args.start_when:
+        while not _reached(args.start_when) and child.poll() is None:
+            time.sleep(0.01)
+    deadline = time.monotonic() + args.after
+    while time.monotonic() < deadline and child.poll() is None:
+        time.sleep(0.02)
+    if child.poll() is None:
+        child.send_signal(getattr(signal, f"SIG{args.signal}"))
+        signalled = True
+    try:
+        code = child.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        code = None
+    end = time.monotonic() + args.linger
+    while descendants(me) and time.monotonic() < end:
+        reap()
+        time.sleep(0.05)
+    reap()
+    survivors = descendants(me)
+    print(json.dumps({"code": code, "signalled": signalled, "survivors": sorted(survivors.values())}), flush=True)
+    for pid in survivors:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    time.sleep(0.2)
+    reap()
+
+
+if __name__ == "__main__":
+    main()
