@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import Callable, Iterator
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -39,35 +40,27 @@ def exit_code_for(signum: int) -> int:
 
 
 @contextlib.contextmanager
-def stop_signals_raise() -> Iterator[None]:
+def on_stop_signals(callback: Callable[[int], None], signals: tuple[int, ...] = STOP_SIGNALS) -> Iterator[None]:
+    """In the main thread: each of `signals` calls `callback(signum)` (off the main thread Python cannot set
+    handlers, and this does nothing)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, lambda signum, _frame: callback(signum)) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def raise_stopped(signum: int) -> None:
+    raise Stopped(signum)
+
+
+def stop_signals_raise() -> contextlib.AbstractContextManager[None]:
     """In the main thread: SIGTERM and SIGHUP raise `Stopped`, as SIGINT raises KeyboardInterrupt."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def raise_stopped(signum: int, _frame: object) -> None:
-        raise Stopped(signum)
-
-    previous = {sig: signal.signal(sig, raise_stopped) for sig in STOP_SIGNALS if sig != signal.SIGINT}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-@contextlib.contextmanager
-def on_stop_signals(callback: Callable[[int], None]) -> Iterator[None]:
-    """In the main thread: every stop signal calls `callback(signum)` instead of interrupting the code."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, lambda signum, _frame: callback(signum)) for sig in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    return on_stop_signals(raise_stopped, (signal.SIGTERM, signal.SIGHUP))
 
 
 def die_with_parent(signum: int = signal.SIGTERM) -> None:
@@ -89,14 +82,12 @@ def watch_parent(parent_pid: int, on_gone: Callable[[], None], interval: float =
     Backs up PR_SET_PDEATHSIG, which fires when the forking *thread* ends and can race with the fork."""
 
     def loop() -> None:
-        stop = threading.Event()
-        while not stop.wait(interval):
-            if os.getppid() != parent_pid:
-                on_gone()
-                return
+        while os.getppid() == parent_pid:
+            time.sleep(interval)
+        on_gone()
 
     threading.Thread(target=loop, name="qitos-parent-watch", daemon=True).start()
 
 
-__all__ = ["STOP_SIGNALS", "Stopped", "die_with_parent", "exit_code_for", "on_stop_signals", "signal_of",
-           "stop_signals_raise", "watch_parent"]
+__all__ = ["STOP_SIGNALS", "Stopped", "die_with_parent", "exit_code_for", "on_stop_signals", "raise_stopped",
+           "signal_of", "stop_signals_raise", "watch_parent"]

@@ -16,7 +16,6 @@ a watch on its parent's pid), cancels its runs and exits: no orphan keeps callin
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import gc
 import multiprocessing
 import os
@@ -31,7 +30,7 @@ from qitos.trace.durability import FLUSHER
 
 from .executors import OnResult, run_local
 from .job import JobContext
-from .lifetime import Stopped, die_with_parent, on_stop_signals, watch_parent
+from .lifetime import Stopped, die_with_parent, on_stop_signals, raise_stopped, watch_parent
 from .results import BenchmarkRunResult
 
 _FINISHED = "finished"
@@ -74,33 +73,23 @@ def run_workers(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: 
 
 
 def _collect(job_list: list[tuple[Task, int]], procs: list, done, on_result: OnResult) -> None:
-    """Hand each row to `on_result` until every worker has said it is finished (or has died)."""
+    """Hand each saved row to `on_result` until every worker has said it is finished (or has died)."""
     finished = 0
-    recorded: list[cf.Future] = []
-    # Rows are recorded on a few threads so that rows arriving together share one disk flush (group commit),
-    # as they do when worker threads record their own rows.
-    with cf.ThreadPoolExecutor(max_workers=8, thread_name_prefix="qitos-rows") as recorders:
-        while finished < len(procs):
-            try:
-                item = done.get(timeout=0.25)
-            except queue.Empty:
-                if all(not p.is_alive() for p in procs) and done.empty():
-                    break  # a worker died without saying so (e.g. killed): its unfinished jobs stay undone
-                continue
-            if item == _FINISHED:
-                finished += 1
-                continue
-            index, row = item
-            task, trial = job_list[index]
-            recorded.append(recorders.submit(_record, on_result, task, trial, row))
+    while finished < len(procs):
+        try:
+            item = done.get(timeout=0.25)
+        except queue.Empty:
+            if all(not p.is_alive() for p in procs) and done.empty():
+                break  # a worker died without saying so (e.g. killed): its unfinished jobs stay undone
+            continue
+        if item == _FINISHED:
+            finished += 1
+            continue
+        index, row_json = item
+        task, trial = job_list[index]
+        on_result(task, trial, None if row_json is None else BenchmarkRunResult.model_validate_json(row_json))
     for proc in procs:
         proc.join(timeout=30)
-    for future in recorded:
-        future.result()  # a row that could not be recorded (e.g. a full disk) is an error, not silence
-
-
-def _record(on_result: OnResult, task: Task, trial: int, row_json: str | None) -> None:
-    on_result(task, trial, None if row_json is None else BenchmarkRunResult.model_validate_json(row_json))
 
 
 def _worker(ctx: JobContext, job_list: list[tuple[Task, int]], concurrency: int, todo, done, cancel,
@@ -108,7 +97,7 @@ def _worker(ctx: JobContext, job_list: list[tuple[Task, int]], concurrency: int,
     """One worker process: a thread pool fed from the shared queue; saved rows are announced through `done`."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _raise_stopped)
+        signal.signal(sig, lambda signum, _frame: raise_stopped(signum))
     orphaned = threading.Event()
 
     def parent_gone() -> None:
@@ -155,6 +144,3 @@ def _worker(ctx: JobContext, job_list: list[tuple[Task, int]], concurrency: int,
             done.join_thread()  # every row reaches the parent before this process exits
         os._exit(code)  # skip teardown of state inherited from the parent (atexit handlers, its threads' objects)
 
-
-def _raise_stopped(signum: int, _frame: object) -> None:
-    raise Stopped(signum)
