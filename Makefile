@@ -6,6 +6,10 @@ DEMO_LOGDIR ?= runs
 
 .PHONY: demo test clean
 
+# llama-cpp-python builds llama.cpp from source: build it for the x86-64 baseline QitOS tests on (AVX2), not for
+# this CPU's every feature. A native build on a VM that advertises AMX / AVX-512 crashed (SIGSEGV in decode).
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
+
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
