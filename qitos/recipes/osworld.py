@@ -151,6 +151,8 @@ class ComputerUseAgent(AgentModule):
                 action_type: the action, e.g. CLICK, TYPING, HOTKEY, DONE, FAIL
                 parameters: the action's parameters, e.g. {"x": 100, "y": 200} or {"text": "hello"}
             """
+            if action_type in SPECIAL:  # the protocol's own strings: upstream ends and scores only on "DONE"/"FAIL"
+                return env.step(action_type)
             return env.step({"action_type": action_type, "parameters": parameters or {}})
 
         super().__init__(tools=[computer], parser=parser, system_prompt=SYSTEM_PROMPT)

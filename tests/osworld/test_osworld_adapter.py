@@ -186,11 +186,13 @@ def _finished(stop: StopReason, final: str | None = None, state: dict | None = N
 
 
 @pytest.mark.parametrize("task_id, actions, final, score", [
-    (INFEASIBLE, [{"action_type": "FAIL"}], None, 1.0),
-    (INFEASIBLE, [{"action_type": "CLICK", "parameters": {"x": 1, "y": 2}}, {"action_type": "DONE"}], None, 0.0),
+    (INFEASIBLE, ["FAIL"], None, 1.0),
+    (INFEASIBLE, [{"action_type": "CLICK", "parameters": {"x": 1, "y": 2}}, "DONE"], None, 0.0),
+    (INFEASIBLE, [{"action_type": "FAIL"}], None, 0.0),  # as upstream: a computer_13 dict FAIL is no FAIL
     (INFEASIBLE, [], "fail", 1.0),  # a final answer FAIL counts as the FAIL action
-    (GSETTINGS, [{"action_type": "DONE"}], None, 1.0),
-    (GSETTINGS, [{"action_type": "FAIL"}], None, 0.0),
+    (GSETTINGS, ["DONE"], None, 1.0),
+    (GSETTINGS, ["FAIL"], None, 0.0),
+    (GSETTINGS, [{"action_type": "FAIL"}], None, 1.0),  # ... so the metric runs
     (GSETTINGS, [], "I turned it off", 1.0),  # any other final answer counts as DONE
 ])
 def test_evaluate_scores_through_the_controller(adapter, load, monkeypatch, tmp_path, task_id, actions, final, score) -> None:

@@ -98,7 +98,7 @@ def test_full_run_against_the_fake_controller(tmp_path: Path, last: str, expecte
     for task_id, row in out.items():
         assert row["stop_reason"] == "env_terminal" and row["steps"] == 3 and row["error"] is None
         assert row["success"] is (expected[task_id] == 1.0)
-        assert row["metadata"]["status"] == "scored" and row["metadata"]["last_action"]["action_type"] == last
+        assert row["metadata"]["status"] == "scored" and row["metadata"]["last_action"] == last
         run_dir = tmp_path / row["trace_run_dir"]
         shots = sorted(p.name for p in (run_dir / "screens").iterdir())
         assert shots == ["step_000.png", "step_001.png", "step_002.png", "step_003.png"]

@@ -70,12 +70,17 @@ def test_env_observes_acts_and_ends_on_done(fake, provider, tmp_path: Path) -> N
         env.step({"action_type": "JUMP"})
     assert len(env.actions) == 1 and len(fake.calls("/execute")) == 1
 
-    assert env.step({"action_type": "DONE"}) == "DONE received: the episode is over."
-    assert env.is_terminal() and env.last_action == {"action_type": "DONE", "parameters": {}}
-    assert sleeps == [0.5] and len(fake.calls("/execute")) == 1  # DONE runs nothing and does not wait
+    # as upstream's DesktopEnv.step: a computer_13 dict DONE runs nothing and ends nothing; the string does end it
+    assert env.step({"action_type": "DONE"}) == "DONE() executed."
+    assert not env.is_terminal() and env.last_action == {"action_type": "DONE", "parameters": {}}
+    assert sleeps == [0.5, 0.5] and len(fake.calls("/execute")) == 1
+    assert env.step("DONE") == "DONE received: the episode is over."
+    assert env.is_terminal() and env.last_action == "DONE"
+    assert sleeps == [0.5, 0.5] and len(fake.calls("/execute")) == 1  # DONE runs nothing and does not wait
     with pytest.raises(ActionRejected, match="episode is over"):
         env.step({"action_type": "CLICK"})
-    assert [a["path"] for a in env.take_visual_assets(tmp_path)] == ["screens/step_001.png", "screens/step_002.png"]
+    assert [a["path"] for a in env.take_visual_assets(tmp_path)] == [
+        "screens/step_001.png", "screens/step_002.png", "screens/step_003.png"]
     env.close()
     assert env.closed and not provider.client._http.is_closed  # evaluation still needs the desktop
 
@@ -193,7 +198,7 @@ def test_scripted_actions_recipe_and_text_only_observation(fake, provider, tmp_p
     assert all(isinstance(m["content"], str) for m in seen[-1])  # text-only models never get image parts
     assert "could not be parsed: not a computer_13 action" in seen[-1][-1]["content"]
     assert "Accessibility tree:" in seen[1][-1]["content"] and fake.calls("/screenshot")  # still traced
-    assert env.last_action == {"action_type": "DONE", "parameters": {}}
+    assert env.last_action == "DONE"  # the recipe sends the protocol's string, as upstream's agent does
     assert agent.parser.name == "osworld_action_v1"
     with pytest.raises(ValueError, match="history"):
         build_scripted_actions(SimpleNamespace(runtime=SimpleNamespace(env=env), options={"history": "0"}))

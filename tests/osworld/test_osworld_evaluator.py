@@ -39,7 +39,7 @@ def test_infeasible_scores_on_last_action(upstream, vm) -> None:
     _, provider = vm
     t = task({"func": "infeasible"})
     assert evaluate(t, upstream, provider, "FAIL").score == 1.0
-    assert evaluate(t, upstream, provider, {"action_type": "FAIL"}).score == 1.0
+    assert evaluate(t, upstream, provider, {"action_type": "FAIL"}).score == 0.0  # upstream: only the string
     outcome = evaluate(t, upstream, provider, "DONE")
     assert (outcome.status, outcome.score) == ("scored", 0.0)
 
@@ -48,8 +48,10 @@ def test_fail_on_a_feasible_task_scores_zero_without_reading_state(upstream, vm)
     controller, provider = vm
     t = task({"func": "exact_match", "result": echo("a"), "expected": rule("a")})
     assert evaluate(t, upstream, provider, "DONE").score == 1.0
-    outcome = evaluate(t, upstream, provider, {"action_type": "FAIL"})
+    outcome = evaluate(t, upstream, provider, "FAIL")
     assert (outcome.status, outcome.score) == ("scored", 0.0) and len(executed(controller)) == 1
+    # a computer_13 dict FAIL is no FAIL upstream: the metric runs
+    assert evaluate(t, upstream, provider, {"action_type": "FAIL"}).score == 1.0 and len(executed(controller)) == 2
 
 
 def test_without_provider_requires_unavailable(upstream) -> None:

@@ -76,7 +76,7 @@ def test_a_scripted_run_goes_through_the_agent_side_to_the_loopback_vm(osworld_d
         assert plan.ctx.split
         (row,) = [r.model_dump(mode="json") for r in execute_batch(plan).rows]
     assert row["score"] == 1.0 and row["success"] is True and row["stop_reason"] == "env_terminal", row
-    assert row["metadata"]["last_action"] == {"action_type": "DONE", "parameters": {}}
+    assert row["metadata"]["last_action"] == "DONE"
     assert row["metadata"]["actions"] == 1
     checks = _checks(row)
     assert checks["agent_isolated"] is True and checks["agent_unaided"] is True

@@ -79,16 +79,17 @@ def action_kind(action: Action) -> str:
 
 
 def is_fail(action: Any) -> bool:
-    """Whether the agent's last action gave up (FAIL); accepts a dict, a string or a list (its last item)."""
+    """Whether the agent's last action gave up, as upstream's `DesktopEnv` decides it: only the string `FAIL`
+    (a computer_13 dict `{"action_type": "FAIL"}` is a no-op there, neither ending the episode nor scoring as
+    FAIL). Accepts a list (its last item)."""
     if isinstance(action, list):
         action = action[-1] if action else None
-    if action is None:
-        return False
-    if isinstance(action, dict):
-        return action.get("action_type") == "FAIL"
-    if isinstance(action, Computer13Action):
-        return action.action_type == "FAIL"
-    return str(action).strip() == "FAIL"
+    return isinstance(action, str) and action.strip() == "FAIL"
+
+
+def is_terminal(action: Any) -> bool:
+    """Whether an action ends the episode, as upstream's `DesktopEnv.step` decides it: the strings DONE and FAIL."""
+    return isinstance(action, str) and action.strip() in ("DONE", "FAIL")
 
 
 def computer13_to_pyautogui(action: Computer13Action) -> str | None:

@@ -20,13 +20,12 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from .actions import Computer13Action, action_command, action_kind, parse_action
+from .actions import Computer13Action, action_command, action_kind, is_terminal, parse_action
 from .provider import Provider
 from .tasks import OSWorldTask
 
 ObservationType = Literal["screenshot_a11y_tree", "screenshot", "a11y_tree"]
 OBSERVATION_TYPES: tuple[str, ...] = ("screenshot_a11y_tree", "screenshot", "a11y_tree")
-TERMINAL_KINDS = frozenset({"DONE", "FAIL"})
 EventSink = Callable[[str, dict[str, Any]], None]
 
 
@@ -143,12 +142,12 @@ class OsworldEnv:
         started = time.monotonic()
         result = self.provider.execute_action(parsed)
         self.actions.append(record)
-        self._terminal = kind in TERMINAL_KINDS
+        self._terminal = is_terminal(parsed)  # as upstream: a computer_13 dict DONE/FAIL runs nothing, ends nothing
         ok = result is None or result.ok
         detail = None if result is None else (result.error or result.output or "").strip()[:500] or None
         self._emit("env_step", {"action": record, "kind": kind, "command": command, "ok": ok, "detail": detail,
                                 "seconds": round(time.monotonic() - started, 3)})
-        if kind not in TERMINAL_KINDS and kind != "WAIT" and self.settle_seconds:  # WAIT already waited
+        if not self._terminal and kind != "WAIT" and self.settle_seconds:  # WAIT already waited
             self._sleep(self.settle_seconds)
         obs = self._observe()
         self._summary = {"action": describe_action(parsed), "kind": kind, "ok": ok, "terminal": self._terminal,

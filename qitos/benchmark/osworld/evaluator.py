@@ -15,8 +15,10 @@ Metrics and getters are upstream's own (`upstream.py`), called with an `Upstream
 upstream would crash the run, QitOS reports instead of scoring: an optional package that is missing ends
 `requires_unavailable` naming it; any other exception ends `error` with the exception named.
 
-Gold files (`cloud_file`) are fetched through QitOS's cached downloader into the task's cache dir before the
-getters run; upstream's `get_cloud_file` then finds them there, as it does on a rerun.
+FAIL is upstream's: only the string `FAIL` as the last action (a computer_13 dict FAIL is not). Gold files
+(`cloud_file`) are fetched through QitOS's cached downloader into the task's cache dir just before the getter that
+needs them runs, metric by metric as upstream's `get_cloud_file` fetches them (a dead link for a metric that is
+never reached still scores); the getter then finds the file there, as upstream's does on a rerun.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import copy
 import tempfile
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, Field
 
@@ -163,8 +165,7 @@ def _evaluate(task: OSWorldTask, evaluators: UpstreamEvaluators, provider: Provi
     env = UpstreamEnv(client, address, str(cache_dir))
     scores: list[MetricScore] = []
     try:
-        _prefetch_gold(raw, downloader, cache_dir)
-        score = _dispatch(raw, evaluators, env, scores)
+        score = _dispatch(raw, evaluators, env, scores, lambda config: _fetch_gold(config, downloader, cache_dir))
     except OptionalPackageMissing as exc:
         return outcome("requires_unavailable", reason=str(exc), metrics=scores)
     except ControllerUnreachable as exc:
@@ -174,26 +175,28 @@ def _evaluate(task: OSWorldTask, evaluators: UpstreamEvaluators, provider: Provi
     return outcome("scored", float(score), None, scores)
 
 
-def _prefetch_gold(raw: dict[str, Any], downloader: Downloader | None, cache_dir: Path) -> None:
-    """Put each `cloud_file` gold file where upstream's getter looks first (`<cache_dir>/<dest>`)."""
-    if downloader is None:
+def _fetch_gold(config: dict[str, Any], downloader: Downloader | None, cache_dir: Path) -> None:
+    """Put a `cloud_file` config's gold file(s) where upstream's getter looks first (`<cache_dir>/<dest>`)."""
+    if downloader is None or config.get("type") != "cloud_file":
         return
-    expected = raw.get("expected")
-    for config in expected if isinstance(expected, list) else [expected]:
-        if not isinstance(config, dict) or config.get("type") != "cloud_file":
-            continue
-        paths, dests = config["path"], config["dest"]
-        if not config.get("multi", False):
-            paths, dests = [paths], [dests]
-        for url, dest in zip(paths, dests):
-            target = cache_dir / dest
-            if not target.exists():
-                downloader.fetch(url, target)
+    paths, dests = config["path"], config["dest"]
+    if not config.get("multi", False):
+        paths, dests = [paths], [dests]
+    for url, dest in zip(paths, dests):
+        target = cache_dir / dest
+        if not target.exists():
+            downloader.fetch(url, target)
 
 
-def _dispatch(raw: dict[str, Any], evaluators: UpstreamEvaluators, env: UpstreamEnv, scores: list[MetricScore]) -> Any:
+def _dispatch(raw: dict[str, Any], evaluators: UpstreamEvaluators, env: UpstreamEnv, scores: list[MetricScore],
+              before_getter: Callable[[dict[str, Any]], None]) -> Any:
     """Upstream's metric loop; configs are deep-copied because upstream getters may edit them in place."""
     raw = copy.deepcopy(raw)
+
+    def get(config: dict[str, Any]) -> Any:
+        before_getter(config)
+        return _call_getter(evaluators, env, config)
+
     conj = raw.get("conj", "and")
     if isinstance(raw["func"], list):
         funcs = raw["func"]
@@ -207,7 +210,7 @@ def _dispatch(raw: dict[str, Any], evaluators: UpstreamEvaluators, env: Upstream
             metric = evaluators.metric(name)
             try:
                 config = raw["result"][index]
-                result_state = _call_getter(evaluators, env, config)
+                result_state = get(config)
             except FileNotFoundError:
                 scores.append(MetricScore(func=name, score=0.0, note="result file not found"))
                 if conj == "and":
@@ -215,7 +218,7 @@ def _dispatch(raw: dict[str, Any], evaluators: UpstreamEvaluators, env: Upstream
             if result_state is _UNSET:  # upstream: UnboundLocalError when the first `or` getter finds no file
                 raise OSWorldError(f"{name}: result getter found no file and no earlier result exists")
             expected = raw["expected"][index]
-            expected_state = _call_getter(evaluators, env, expected) if expected else None
+            expected_state = get(expected) if expected else None
             value = metric(result_state, expected_state, **option_list[index]) if expected_state is not None \
                 else metric(result_state, **option_list[index])
             scores.append(MetricScore(func=name, score=float(value)))
@@ -227,11 +230,11 @@ def _dispatch(raw: dict[str, Any], evaluators: UpstreamEvaluators, env: Upstream
         return sum(results) / len(results) if conj == "and" else max(results)
     metric = evaluators.metric(raw["func"])
     try:
-        result_state = _call_getter(evaluators, env, raw["result"])
+        result_state = get(raw["result"])
     except FileNotFoundError:
         scores.append(MetricScore(func=raw["func"], score=0.0, note="result file not found"))
         return 0
-    expected_state = _call_getter(evaluators, env, raw["expected"]) if "expected" in raw else None
+    expected_state = get(raw["expected"]) if "expected" in raw else None
     options = raw.get("options", {})
     value = metric(result_state, expected_state, **options) if expected_state is not None \
         else metric(result_state, **options)

@@ -233,6 +233,13 @@ def _load(folder: Path) -> UpstreamEvaluators:
     for name, module in loaded.items():
         private = namespace + name[len("desktop_env"):]
         module.__name__ = private
+        # relative imports inside functions (`from .vscode import compare_text_file` in compare_archive) resolve
+        # through __package__ / __spec__: point them at the loaded copy, not at whatever `desktop_env` is then
+        if module.__spec__ is not None:
+            module.__spec__.name = private
+        package = getattr(module, "__package__", None)
+        if package and (package == "desktop_env" or package.startswith("desktop_env.")):
+            module.__package__ = namespace + package[len("desktop_env"):]
         sys.modules[private] = module  # pickling and tracebacks name the private module
         for value in vars(module).values():
             if getattr(value, "__module__", None) == name:
