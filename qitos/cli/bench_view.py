@@ -240,6 +240,7 @@ def list_benchmarks(data_dir: Path | None) -> list[dict[str, Any]]:
         try:
             adapter = get_adapter(name)
             entry["description"] = adapter.description
+            entry["options"] = _options_of(adapter)  # before what needs the data: listed without it too
             entry["splits"] = adapter.splits(load)
             reqs = adapter.requirements(load)
             entry["requirements"] = [r.model_dump() for r in reqs]
@@ -248,10 +249,9 @@ def list_benchmarks(data_dir: Path | None) -> list[dict[str, Any]]:
             entry["runnable"] = adapter.runnable_here(load)
             subsets = adapter.subset_splits(load)
             if subsets:  # splits differ per subset (Tau-Bench's domains): each subset's, and what runs here
-                entry["subsets"] = {name: {"splits": splits, "runnable": adapter.runnable_here(
-                    load.model_copy(update={"subset": name}))} for name, splits in subsets.items()}
+                entry["subsets"] = {subset: {"splits": splits, "runnable": adapter.runnable_here(
+                    load.model_copy(update={"subset": subset}))} for subset, splits in subsets.items()}
                 entry["default_subset"] = adapter.default_subset
-            entry["options"] = _options_of(adapter)
         except Exception as exc:  # noqa: BLE001 - one broken family must not hide the others
             entry.update(can_run=False, error=f"{type(exc).__name__}: {exc}")
         out.append(entry)
@@ -310,7 +310,8 @@ def print_details(info: list[dict[str, Any]]) -> None:
             console.print(e["description"], markup=False)
         console.print(f"splits (tasks): {_splits_text(e) or '-'}", markup=False)
         console.print(f"recipes: {', '.join(e.get('recipes', [])) or '-'}", markup=False)
-        _print_options(e.get("options"))
+        if "options" in e:
+            _print_options(e["options"])
         console.print(f"runs here: {'yes' if e.get('can_run') else 'no'}")
         if e.get("error"):
             console.print(f"  [red]failed to load[/]: {e['error']}")
