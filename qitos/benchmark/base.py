@@ -24,10 +24,9 @@ from .gold import GoldBook, Sealed
 
 if TYPE_CHECKING:
     from qitos.core.agent import AgentModule
-
-    from .options import BenchmarkOptions
     from qitos.core.engine import RunResult
 
+    from .options import BenchmarkOptions
     from .sides.contract import AgentEnvSpec
 
 

@@ -10,7 +10,8 @@ domain's tools, and never sees a task's instruction, gold actions or outputs. Th
 module, :mod:`.scoring`, :mod:`.data`, :mod:`.user`, :mod:`.reward`, :mod:`.upstream`) holds the tasks and
 the simulated user: the agent's ``respond`` reaches it through ``serve`` (``user.reset``,
 ``user.respond``), and the reward is computed from the final database the agent side returns and from
-this side's record of what the user was told. Options: ``user_strategy``, ``user_model`` (``--user-model``),
+this side's record of what the user was told. Options (declared in :mod:`.options`; the subset defaults to
+retail and is recorded as such): ``user_strategy``, ``user_model`` (``--user-model``),
 ``user_temperature``, ``user_seed`` (``--user-temperature``, ``--user-seed``), ``user_replies``
 (see :meth:`.scoring.TauScoring._build_user`); upstream's run options ``start_index``, ``end_index``,
 ``shuffle``, ``run_seed``, ``num_few_shots`` (see :mod:`.run_options`). The score is upstream's
