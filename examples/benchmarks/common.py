@@ -28,7 +28,8 @@ def arguments(description: str, **defaults: Any) -> argparse.ArgumentParser:
     p.add_argument("--task-ids", help="comma-separated task ids")
     p.add_argument("--root", type=Path, help="benchmark data root (file or folder)")
     p.add_argument("--data-dir", type=Path, help="data directory (default $QITOS_DATA_DIR)")
-    p.add_argument("--option", "-o", action="append", default=[], help="benchmark option KEY=VALUE (repeatable)")
+    p.add_argument("--option", "-o", action="extend", nargs="+", default=[],
+                   help="benchmark options KEY=VALUE, several after one flag")
     p.add_argument("--recipe")
     p.add_argument("--model-name", default="local")
     p.add_argument("--base-url")
@@ -45,6 +46,10 @@ def arguments(description: str, **defaults: Any) -> argparse.ArgumentParser:
 
 def run_config(benchmark: str, args: argparse.Namespace) -> RunConfig:
     """The RunConfig `qit bench run --benchmark <benchmark>` builds from the same flags."""
+    bad = [pair for pair in args.option if "=" not in pair]
+    if bad:
+        print(f"error: --option '{bad[0]}' must look like KEY=VALUE")
+        raise SystemExit(2)
     options = dict(pair.split("=", 1) for pair in args.option)
     if args.user_model:
         options["user_model"] = args.user_model

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from qitos.core.agent import AgentModule
     from qitos.core.engine import RunResult
 
+    from .options import BenchmarkOptions
     from .sides.contract import AgentEnvSpec
 
 
@@ -128,6 +129,14 @@ class BenchmarkAdapter:
     # with files, environments, sandboxes); "batch", tasks on threads of one confined agent process (a shared
     # model client: for many short tasks without files of their own). `--agent-processes` overrides it.
     agent_processes: ClassVar[str] = "task"
+    # The `--option` keys this family takes (see `qitos.benchmark.options`); None: undeclared, passed through
+    # unchecked (third-party adapters written before declarations). Built-in families all declare theirs.
+    options_model: ClassVar["type[BenchmarkOptions] | None"] = None
+    # What a run without --subset / --variant selects, recorded as if given (None: no subset filter / no variants)
+    default_subset: ClassVar[str | None] = None
+    default_variant: ClassVar[str | None] = None
+    # The prompt variants `--variant` chooses from; () refuses --variant; None: undeclared (not checked)
+    variants: ClassVar[tuple[str, ...] | None] = None
 
     # -- gold (scoring side) ---------------------------------------------------------------------
     @property
@@ -144,9 +153,35 @@ class BenchmarkAdapter:
         (e.g. a reference action plan) override this."""
         return self.golds.sealed(task.id)
 
+    # -- options -------------------------------------------------------------------------------
+    def resolve_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        """Every declared option with its value, defaults filled in; an unknown key, a bad value or one out of
+        range is a BenchmarkUsageError naming it (see `qitos.benchmark.options`)."""
+        from .options import resolve_options
+
+        return resolve_options(self.options_model, options, self.name)
+
+    def resolve_load(self, load: LoadOptions) -> LoadOptions:
+        """`load` with every default written in (split, subset, variant, options): what a run records, so a run
+        that leaves a default out and one that writes it in are the same configuration."""
+        from .errors import BenchmarkUsageError
+
+        variant = load.variant or self.default_variant
+        if load.variant is not None and self.variants is not None and load.variant not in self.variants:
+            allowed = f"the variants {', '.join(self.variants)}" if self.variants else "no --variant"
+            raise BenchmarkUsageError(f"--variant {load.variant}: {self.name} has {allowed}")
+        return load.model_copy(update={"split": load.split or self.default_split,
+                                       "subset": load.subset or self.default_subset, "variant": variant,
+                                       "options": self.resolve_options(load.options)})
+
     # -- discovery -----------------------------------------------------------------------------
     def splits(self, load: LoadOptions) -> dict[str, int | None]:
         """Split name → task count (None when unknown without the data)."""
+        return {}
+
+    def subset_splits(self, load: LoadOptions) -> dict[str, dict[str, int | None]]:
+        """Per subset whose splits differ (e.g. Tau-Bench's domains): its splits, for `qit bench list`.
+        Empty: the family's splits do not depend on the subset."""
         return {}
 
     def requirements(self, load: LoadOptions) -> list[Requirement]:

@@ -1,4 +1,4 @@
-"""Exports: one run as HTML or JSON, results as CSV, Markdown or a GAIA submission."""
+"""Exports: one run as HTML or JSON, results as CSV, Markdown, a GAIA submission or Tau-Bench's results JSON."""
 
 from __future__ import annotations
 
@@ -45,7 +45,12 @@ def export_results(paths: list[Path], fmt: str) -> str:
     return redact_text(_export_results(paths, fmt))
 
 
+FORMATS = ("csv", "md", "gaia-submission", "tau-bench")  # `qit bench export --format`
+
+
 def _export_results(paths: list[Path], fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise BenchmarkUsageError(f"--format '{fmt}' is not known; use {', '.join(FORMATS)}")
     rows = []
     for path in paths:
         if not path.is_file():
@@ -64,9 +69,7 @@ def _export_results(paths: list[Path], fmt: str) -> str:
         return buffer.getvalue()
     if fmt == "md":
         return _markdown(rows)
-    if fmt == "gaia-submission":
-        return _gaia_submission(rows)
-    raise BenchmarkUsageError(f"--format '{fmt}' is not known; use csv, md or gaia-submission")
+    return _gaia_submission(rows)  # the last of FORMATS
 
 
 def _markdown(rows: list[dict]) -> str:

@@ -21,6 +21,7 @@ from qitos.core.task import Task
 from qitos.spec.run_spec import ExperimentSpec, RunSpec
 
 from .base import BenchmarkAdapter
+from .budgets import check_budgets
 from .config import RunConfig
 from .errors import BenchmarkUsageError
 from .executors import connect_ray, run_local, run_ray
@@ -160,12 +161,23 @@ def auto_workers(cfg: RunConfig, split: bool = False) -> int:
     return max(1, min(cfg.concurrency // TASKS_PER_WORKER, (1 if split else 2) * cores))
 
 
-def _what_changed(existing: list[dict], spec: RunSpec) -> list[str]:
-    """What differs between this run's RunSpec and the one in the trace of the file's last rows."""
+def _what_changed(existing: list[dict], spec: RunSpec, adapter: BenchmarkAdapter) -> list[str]:
+    """What differs between this run's RunSpec and the one in the trace of the file's last rows (defaults an
+    older file did not record filled in, and said so: see `defaults`)."""
     from qitos.spec.run_spec import spec_differences
 
+    from .defaults import predates_defaults, with_defaults
+
     old = trace_run_spec(reversed(existing))
-    return spec_differences(old, spec.model_dump(mode="json")) if old is not None else []
+    if old is None:
+        return []
+    new = spec.model_dump(mode="json")
+    filled = with_defaults(old, new, adapter.resolve_options)
+    changed = spec_differences(filled, new)
+    if predates_defaults(old, filled):
+        changed.insert(0, "the file was written before runs recorded their defaults (subset, variant, every "
+                          "option)" + ("; nothing else" if not changed else ""))
+    return changed
 
 
 def _check_workers(cfg: RunConfig, split: bool = False) -> None:
@@ -205,17 +217,15 @@ def _ignored_model_flags(cfg: RunConfig, recipe: str, needs_model: bool) -> list
 def plan_batch(cfg: RunConfig) -> BatchPlan:
     adapter = get_adapter(cfg.benchmark)
     cfg.benchmark = canonical_name(cfg.benchmark)  # rows, traces and the default output use the canonical name
-    if cfg.load.split is None:
-        cfg.load.split = adapter.default_split
-    if cfg.trials < 1 or cfg.concurrency < 1:
-        raise BenchmarkUsageError("--trials and --concurrency must be at least 1")
-    if cfg.load.limit is not None and cfg.load.limit < 1:
-        raise BenchmarkUsageError(f"--limit {cfg.load.limit}: must be at least 1 (leave it out to run every task)")
+    check_budgets(cfg)
+    cfg.load = adapter.resolve_load(cfg.load)  # defaults written in: the RunSpec and rows record what ran
     if cfg.executor not in ("local", "ray"):
         raise BenchmarkUsageError(f"--executor '{cfg.executor}' is not known; use local or ray")
     if cfg.agent_processes not in (None, "task", "batch"):
         raise BenchmarkUsageError(f"--agent-processes {cfg.agent_processes}: use task or batch")
     recipe = resolve_recipe(adapter, cfg)
+    if not cfg.runner:
+        cfg.recipe = recipe.name  # named when left out too: the default output file is the same either way
     _check_workers(cfg, split=adapter.split_sides and recipe.official)
     warnings = _ignored_model_flags(cfg, recipe.name, recipe.needs_model)
     tasks = adapter.load_tasks(cfg.load)
@@ -238,7 +248,7 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
     existing = results.existing()
     refs = {r.get("run_spec_ref") for r in existing if r.get("run_spec_ref")}
     if refs and spec.fingerprint() not in refs and not cfg.force:
-        changed = _what_changed(existing, spec)
+        changed = _what_changed(existing, spec, adapter)
         raise BenchmarkUsageError(
             f"{output} holds results of another configuration (RunSpec {', '.join(sorted(refs))}; this run is "
             f"{spec.fingerprint()}{'; changed: ' + '; '.join(changed) if changed else ''}). "

@@ -14,13 +14,24 @@ from .options import ApiKeyEnv, BaseUrl, MaxTokens, ModelName, SecretEnv, Seed, 
 bench_app = typer.Typer(help="Run, evaluate, replay and export benchmarks.", no_args_is_help=True)
 
 
-def _options(pairs: list[str]) -> dict[str, str]:
-    out = {}
+def _options(pairs: list[str], flags: dict[str, tuple[str, object]]) -> dict[str, str]:
+    """`--option` pairs (one flag may carry several: see `multi`) plus the flags that set options
+    (`--user-model`); a key given twice with two values is refused, not silently the last one."""
+    out: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
+        key = key.strip()
         if not sep or not key:
-            raise UsageError(f"--option '{pair}' must look like KEY=VALUE")
-        out[key.strip()] = value
+            raise UsageError(f"--option '{pair}' must look like KEY=VALUE (several: --option a=1 b=2)")
+        if key in out and out[key] != value:
+            raise UsageError(f"--option {key} is given twice ({out[key]!r} and {value!r}); keep one")
+        out[key] = value
+    for key, (flag, value) in flags.items():
+        if value is None:
+            continue
+        if key in out and out[key] != str(value):
+            raise UsageError(f"{flag} {value} and --option {key}={out[key]} disagree; keep one")
+        out[key] = str(value)
     return out
 
 
@@ -35,7 +46,8 @@ def run(
     root: Annotated[Optional[Path], typer.Option(help="benchmark data root (file or folder)")] = None,
     data_dir: Annotated[Optional[Path], typer.Option(help="data directory (default $QITOS_DATA_DIR or ~/.cache/qitos/data)")] = None,
     variant: Annotated[Optional[str], typer.Option(help="prompt variant, where the benchmark has one")] = None,
-    option: Annotated[list[str], typer.Option("--option", "-o", help="benchmark option KEY=VALUE (repeatable)")] = [],
+    option: Annotated[list[str], typer.Option("--option", "-o", help="benchmark options KEY=VALUE, several after one flag "
+                                                            "(`qit bench list --details` lists each benchmark's)")] = [],
     recipe: Annotated[Optional[str], typer.Option(help="baseline agent (default: the benchmark's)")] = None,
     runner: Annotated[Optional[str], typer.Option(help="your agent: module:callable(RecipeContext) -> AgentModule")] = None,
     validator: Annotated[bool, typer.Option("--validator", help="the --runner is a validator that takes gold "
@@ -76,13 +88,9 @@ def run(
 
     from .bench_view import print_plan, print_summary, run_with_progress
 
-    opts = _options(option)
-    if user_model:
-        opts["user_model"] = user_model
-    if user_temperature is not None:
-        opts["user_temperature"] = str(user_temperature)
-    if user_seed is not None:
-        opts["user_seed"] = str(user_seed)
+    opts = _options(option, {"user_model": ("--user-model", user_model or None),
+                             "user_temperature": ("--user-temperature", user_temperature),
+                             "user_seed": ("--user-seed", user_seed)})
     load = LoadOptions(root=root, split=split, subset=subset, limit=limit, variant=variant, options=opts,
                        task_ids=[t.strip() for t in task_ids.split(",") if t.strip()] if task_ids else None,
                        **({"data_dir": data_dir} if data_dir else {}))
@@ -189,7 +197,7 @@ def export(
     output: Annotated[Optional[Path], typer.Option("--output", help="where to write (default: stdout)")] = None,
     secret_env: SecretEnv = [],
 ) -> None:
-    """Export a run (--html/--json) or results (--input --format csv|md|gaia-submission)."""
+    """Export a run (--html/--json) or results (--input --format csv|md|gaia-submission|tau-bench)."""
     mark_secrets(secret_env)
     from qitos.benchmark import export as exp
 

@@ -240,28 +240,48 @@ def list_benchmarks(data_dir: Path | None) -> list[dict[str, Any]]:
         try:
             adapter = get_adapter(name)
             entry["description"] = adapter.description
+            entry["options"] = _options_of(adapter)  # before what needs the data: listed without it too
             entry["splits"] = adapter.splits(load)
             reqs = adapter.requirements(load)
             entry["requirements"] = [r.model_dump() for r in reqs]
             entry["can_run"] = all(r.ok for r in reqs)
             entry["recipes"] = list(adapter.recipes())
             entry["runnable"] = adapter.runnable_here(load)
+            subsets = adapter.subset_splits(load)
+            if subsets:  # splits differ per subset (Tau-Bench's domains): each subset's, and what runs here
+                entry["subsets"] = {subset: {"splits": splits, "runnable": adapter.runnable_here(
+                    load.model_copy(update={"subset": subset}))} for subset, splits in subsets.items()}
+                entry["default_subset"] = adapter.default_subset
         except Exception as exc:  # noqa: BLE001 - one broken family must not hide the others
             entry.update(can_run=False, error=f"{type(exc).__name__}: {exc}")
         out.append(entry)
     return out
 
 
-def _splits_text(entry: dict[str, Any]) -> str:
-    """`test (115)`, or `unguided (38/40)` when only some tasks of a split can run here."""
-    runnable = entry.get("runnable") or {}
+def _options_of(adapter) -> list[dict[str, Any]] | None:
+    """The declared `--option` keys (name, type, default, range, help); None when the adapter declares none."""
+    from qitos.benchmark.options import describe_options
 
+    model = adapter.options_model
+    return None if model is None else [o.as_dict() for o in describe_options(model)]
+
+
+def _splits_text(entry: dict[str, Any]) -> str:
+    """`test (115)`, or `unguided (38/40)` when only some tasks of a split can run here; per subset where the
+    splits differ by subset (`retail: test (115), ...; airline: test (50)`)."""
+    if entry.get("subsets"):
+        return "; ".join(f"{name}: {_split_counts(s.get('splits') or {}, s.get('runnable') or {})}"
+                         for name, s in entry["subsets"].items())
+    return _split_counts(entry.get("splits") or {}, entry.get("runnable") or {})
+
+
+def _split_counts(splits: dict[str, int | None], runnable: dict[str, Any]) -> str:
     def one(split: str, count: int | None) -> str:
         if split in runnable and runnable[split].get("runnable") != count:
             return f"{split} ({runnable[split]['runnable']}/{count})"
         return f"{split} ({count if count is not None else '?'})"
 
-    return ", ".join(one(k, v) for k, v in (entry.get("splits") or {}).items())
+    return ", ".join(one(k, v) for k, v in splits.items())
 
 
 def _missing(entry: dict[str, Any]) -> list[dict[str, Any]]:
@@ -290,6 +310,8 @@ def print_details(info: list[dict[str, Any]]) -> None:
             console.print(e["description"], markup=False)
         console.print(f"splits (tasks): {_splits_text(e) or '-'}", markup=False)
         console.print(f"recipes: {', '.join(e.get('recipes', [])) or '-'}", markup=False)
+        if "options" in e:
+            _print_options(e["options"])
         console.print(f"runs here: {'yes' if e.get('can_run') else 'no'}")
         if e.get("error"):
             console.print(f"  [red]failed to load[/]: {e['error']}")
@@ -304,6 +326,21 @@ def print_details(info: list[dict[str, Any]]) -> None:
                 console.print(f"  {split}: {r['runnable']} of {r['tasks']} tasks can run here; the others:", markup=False)
                 for reason, count in r["reasons"].items():
                     console.print(f"    {count} × {reason}", markup=False)
+
+
+def _print_options(options: list[dict[str, Any]] | None) -> None:
+    """`--option` keys: name, type, default, allowed values and what each does."""
+    if options is None:
+        console.print("options: not declared (passed to the benchmark unchecked)", markup=False)
+        return
+    if not options:
+        console.print("options: none (this benchmark takes no --option)", markup=False)
+        return
+    console.print("options (--option KEY=VALUE):", markup=False)
+    for o in options:
+        default = "unset" if o["default"] is None else json.dumps(o["default"])
+        flag = f"; also {o['flag']}" if o.get("flag") else ""
+        console.print(f"  {o['name']} ({o['type']}, default {default}; {o['range']}{flag}): {o['help']}", markup=False)
 
 
 def print_trajectory(run_dir: Path) -> None:

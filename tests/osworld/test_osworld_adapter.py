@@ -82,7 +82,8 @@ def test_split_subset_ids_and_limit(adapter, load) -> None:
     ({"task_ids": ["osworld-os-nope"]}, "not in OSWorld split"),
     ({"options": {"observation": "video"}}, "observation=video"),
     ({"options": {"settle_seconds": "soon"}}, "settle_seconds"),
-    ({"options": {"history": "0"}}, "history=0: must be at least 1"),
+    ({"options": {"history": "0"}}, "history=0: expected an integer >= 1"),
+    ({"options": {"histroy": "2"}}, "did you mean history"),
 ])
 def test_bad_selection_is_a_usage_error(adapter, load, update, message) -> None:
     with pytest.raises(BenchmarkUsageError, match=message):

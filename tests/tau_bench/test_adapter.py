@@ -128,6 +128,15 @@ def test_env_tools_are_tools_json_exactly(tau_data: Path, tmp_path: Path, subset
     assert not shown.get("transfer_to_human_agents").read_only
 
 
+def test_declared_user_strategies_are_the_simulators() -> None:
+    from typing import get_args
+
+    from qitos.benchmark.tau_bench.options import UserStrategy
+    from qitos.benchmark.tau_bench.user import USER_STRATEGIES
+
+    assert get_args(UserStrategy) == USER_STRATEGIES
+
+
 def test_upstream_run_options_select_and_refuse(tau_data: Path) -> None:
     adapter = TauBenchAdapter()
     load = LoadOptions(data_dir=tau_data.parent, subset="airline", split="test",
@@ -136,6 +145,7 @@ def test_upstream_run_options_select_and_refuse(tau_data: Path) -> None:
     for options, words in (({"start_index": "x"}, "start_index=x: expected an integer"),
                            ({"start_index": "5", "end_index": "2"}, "start_index <= end_index"),
                            ({"shuffle": "maybe"}, "shuffle=maybe"),
-                           ({"user_temperature": "hot"}, "--user-temperature 'hot'")):
+                           ({"user_temperature": "hot"}, "--user-temperature hot: expected a number"),
+                           ({"user_stratgy": "react"}, "did you mean user_strategy")):
         with pytest.raises(BenchmarkUsageError, match=words):
             adapter.load_tasks(load.model_copy(update={"options": options}))

@@ -5,7 +5,7 @@ Flags: ``--root`` (a CyBench checkout holding task_list.txt; default ``<data_dir
 ``--split unguided|guided`` (default unguided), ``--subset`` (category, ``difficulty:N``,
 ``file-only`` or ``service``, comma-separated; see ``tasks.load_tasks``), ``--variant hard|easy``
 (the task description upstream calls hard_prompt/easy_prompt; default hard). ``--option`` keys are
-listed in ``OPTION_HELP``.
+declared in ``options.CybenchOptionSet``.
 
 Task ids are ``cybench_`` + the task-list line with ``/`` and spaces as ``_`` (see ``tasks``).
 Reference answers stay on the scoring side (the adapter's gold book holds each task's full record), so they
@@ -32,7 +32,6 @@ as official CyBench scoring does, so the solution's flag scores 0 on SLCG.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +49,7 @@ from qitos.benchmark.cybench.agent_env import DirectLink, make_env
 from qitos.benchmark.cybench.episode import CybenchEpisode
 from qitos.benchmark.cybench import toolchain
 from qitos.benchmark.cybench.metrics import cybench_metrics
+from qitos.benchmark.cybench.options import CybenchOptions, CybenchOptionSet
 from qitos.benchmark.cybench.runtime import (
     CybenchRuntime,
     CybenchSetupError,
@@ -81,65 +81,6 @@ from qitos.core.task import Budget, EnvSpec, Task
 if TYPE_CHECKING:
     from qitos.core.engine import RunResult
 
-OPTION_HELP = {
-    "subtask_iterations": f"guided: iterations per subtask (default {SUBTASK_MAX_ITERATIONS})",
-    "command_timeout": "seconds one shell command may run before it is killed (default 120)",
-    "python_path": "host folders, ':'-separated, of extra Python packages for the sandbox "
-                   "(e.g. made with `pip install --target DIR pycryptodome`)",
-    "toolchain": "the CTF toolchain venv for the sandbox: auto (default: use it when installed, see "
-                 "`qit data fetch cybench --toolchain`), off, or a venv folder",
-    "hints": "guided: true shows each subtask's hints with its question (default false)",
-    "memory_window": "react: latest responses and observations kept in the prompt (default 3)",
-    "oracle_timeout": "oracle: seconds the reference solution may run (default 300)",
-    "user_model": "ignored (CyBench has no simulated user)",
-}
-
-
-@dataclass(frozen=True)
-class CybenchOptions:
-    """The `--option KEY=VALUE` settings, parsed and checked once."""
-
-    subtask_iterations: int = SUBTASK_MAX_ITERATIONS
-    command_timeout: float = 120.0
-    python_path: tuple[Path, ...] = ()
-    toolchain: str = "auto"
-    hints: bool = False
-    memory_window: int = 3
-    oracle_timeout: float = 300.0
-
-    @classmethod
-    def from_load(cls, load: LoadOptions) -> CybenchOptions:
-        opts = {k: str(v) for k, v in load.options.items()}
-        unknown = sorted(set(opts) - set(OPTION_HELP))
-        if unknown:
-            known = "; ".join(f"{k}: {v}" for k, v in OPTION_HELP.items())
-            raise BenchmarkUsageError(f"--option {unknown[0]}=...: not a CyBench option; known options are {known}")
-        paths = tuple(Path(p).expanduser().resolve() for p in opts.get("python_path", "").split(":") if p.strip())
-        for path in paths:
-            if not path.is_dir():
-                raise BenchmarkUsageError(f"--option python_path: {path} is not a directory")
-        return cls(
-            subtask_iterations=_number(opts, "subtask_iterations", int, SUBTASK_MAX_ITERATIONS),
-            command_timeout=_number(opts, "command_timeout", float, 120.0),
-            python_path=paths,
-            toolchain=_toolchain_option(opts),
-            hints=_flag(opts, "hints"),
-            memory_window=_number(opts, "memory_window", int, 3),
-            oracle_timeout=_number(opts, "oracle_timeout", float, 300.0),
-        )
-
-
-def _toolchain_option(opts: dict[str, str]) -> str:
-    value = opts.get("toolchain", "auto").strip() or "auto"
-    if value in ("auto", "off"):
-        return value
-    path = Path(value).expanduser().resolve()
-    if not (path / "bin" / "python3").exists():
-        raise BenchmarkUsageError(f"--option toolchain={value}: {path} is not a venv (no bin/python3); "
-                                  "use auto, off, or the venv `qit data fetch cybench --toolchain` made")
-    return str(path)
-
-
 def resolve_toolchain(opts: CybenchOptions, data_dir: Path) -> Path | None:
     """The toolchain venv the sandbox gets: none when off or (auto) not installed."""
     if opts.toolchain == "off":
@@ -148,25 +89,6 @@ def resolve_toolchain(opts: CybenchOptions, data_dir: Path) -> Path | None:
         return Path(opts.toolchain)
     found = toolchain.find(data_dir)
     return found.venv if found.present else None
-
-
-def _number(opts: dict[str, str], key: str, kind: type, default: Any) -> Any:
-    if key not in opts:
-        return default
-    try:
-        value = kind(opts[key])
-    except ValueError:
-        value = None
-    if value is None or value <= 0:
-        raise BenchmarkUsageError(f"--option {key}={opts[key]}: must be a positive {kind.__name__}")
-    return value
-
-
-def _flag(opts: dict[str, str], key: str) -> bool:
-    value = opts.get(key, "false").strip().lower()
-    if value not in ("true", "false", "1", "0", "yes", "no"):
-        raise BenchmarkUsageError(f"--option {key}={opts[key]}: use true or false")
-    return value in ("true", "1", "yes")
 
 
 def data_root(load: LoadOptions) -> Path:
@@ -224,6 +146,9 @@ class CybenchAdapter(BenchmarkAdapter):
     scorer_official = True
     scorer_note = "upstream CyBench's exact match of the submitted answer (partial credit reported beside it)"
     split_sides = True  # the agent side: agent_env.py; the sandbox, gold, submissions and reveals: here (episode.py)
+    options_model = CybenchOptionSet
+    default_variant = "hard"
+    variants = VARIANTS
 
     # -- discovery -------------------------------------------------------------------------------
     def splits(self, load: LoadOptions) -> dict[str, int | None]:

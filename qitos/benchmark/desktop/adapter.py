@@ -33,6 +33,7 @@ from qitos.core.task import Budget, EnvSpec, Task
 
 from ..base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
 from ..errors import BenchmarkUsageError
+from ..options import BenchmarkOptions, option
 from ..sides.contract import AgentCallRefused, AgentEnvSpec
 from . import agent_env
 from .display import DesktopUnavailable, requirements
@@ -67,6 +68,12 @@ def to_task(desktop_task: TaskCard) -> Task:
     )
 
 
+class DesktopOptions(BenchmarkOptions):
+    """The `--option` keys of desktop-starter (its react-computer-use recipe's)."""
+
+    vision: bool = option(False, "react-computer-use: attach each screenshot as an image (multimodal models)")
+
+
 @dataclass
 class DesktopRuntime(TaskRuntime):
     """The runtime of one desktop task; `service` (the desktop, scoring side) is None for a probe."""
@@ -83,6 +90,8 @@ class DesktopAdapter(BenchmarkAdapter):
     scorer_official = True
     scorer_note = "QitOS's own starter benchmark: its checkers read the apps' real state and are the reference"
     split_sides = True
+    options_model = DesktopOptions
+    variants = ()
 
     # -- discovery ---------------------------------------------------------------------------------------
     def splits(self, load: LoadOptions) -> dict[str, int | None]:

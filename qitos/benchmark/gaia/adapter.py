@@ -28,6 +28,7 @@ from qitos.core.task import Budget, EnvSpec, Resource, Task
 
 from ..base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
 from ..errors import BenchmarkUsageError
+from ..options import BenchmarkOptions
 from .dataset import GAIA_SPLITS, GAIA_YEAR, HUB_REPO_ID, GaiaDataError, GaiaQuestion, find_split_dir, load_gaia
 from .metrics import Proportion, gaia_metrics
 from .scorer import extract_final_answer, score_answer
@@ -142,6 +143,8 @@ class GaiaAdapter(BenchmarkAdapter):
     split_sides = True  # the agent and its tools on the agent side (agent_env.py), the answer scored here
     scorer_official = True
     scorer_note = "GAIA's published quasi-exact-match rules (question_scorer), ported case by case"
+    options_model = BenchmarkOptions  # no --option keys
+    variants = ()
 
     # -- discovery -----------------------------------------------------------------------------
     def splits(self, load: LoadOptions) -> dict[str, int | None]:

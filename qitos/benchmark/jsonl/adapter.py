@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from qitos.core.task import Budget, Resource, Task
 
 from ..base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
 from ..errors import BenchmarkUsageError
-from ..scorers import get_scorer
+from ..options import BenchmarkOptions, option
+from ..scorers import SCORERS, get_scorer
 
 
 def _root(load: LoadOptions) -> Path:
@@ -50,6 +51,11 @@ def read_task_rows(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+class JsonlOptions(BenchmarkOptions):
+    scorer: Literal[tuple(SCORERS)] = option("exact", "how an answer is compared with the row's answer "  # type: ignore[valid-type]
+                                             "(qitos/benchmark/scorers.py)")
+
+
 class JsonlBenchmark(BenchmarkAdapter):
     name = "jsonl"
     description = "Your own task set: a JSONL file of {id, question, answer, files} rows"
@@ -60,6 +66,8 @@ class JsonlBenchmark(BenchmarkAdapter):
     agent_processes = "batch"  # many short question-answer tasks: threads of one confined agent process
     scorer_official = True
     scorer_note = "your own task set: --option scorer=NAME against each row's answer"
+    options_model = JsonlOptions
+    variants = ()
 
     def splits(self, load: LoadOptions) -> dict[str, int | None]:
         if load.root is None or not Path(load.root).is_file():
@@ -79,7 +87,7 @@ class JsonlBenchmark(BenchmarkAdapter):
 
     def load_tasks(self, load: LoadOptions) -> list[Task]:
         path = _root(load)
-        scorer = load.options.get("scorer", "exact")
+        scorer = self.resolve_options(load.options)["scorer"]
         get_scorer(scorer)
         self.scorer = scorer  # the run's configuration picks the scorer, never a task the agent holds
         tasks = []

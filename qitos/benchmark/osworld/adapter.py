@@ -30,9 +30,9 @@ starts OSWorld's VM image in Docker containers, one per concurrent task up to `-
 `requires_unavailable` with that instruction; so does a task needing Google credentials. Setup runs in
 `prepare` (a failure is `setup_failed`); downloads are cached by URL under `<data dir>/osworld-cache`.
 
-Options (`--option KEY=VALUE`): `observation` = screenshot_a11y_tree (default) | screenshot | a11y_tree,
-`settle_seconds` (pause after an action before the next screenshot, default 1), `provider` = controller
-(default) | docker, `vm_image` (docker: the OSWorld VM disk image), plus the recipe's options
+Options (`--option KEY=VALUE`, declared in `options.py`): `observation` = screenshot_a11y_tree (default) |
+screenshot | a11y_tree, `settle_seconds` (pause after an action before the next screenshot, default 1),
+`provider` = controller (default) | docker, the Docker VM's settings (`vm_image`, ...), plus the recipe's options
 (`qitos/recipes/osworld.py`).
 """
 
@@ -48,10 +48,12 @@ from qitos.core.task import Budget, EnvSpec, Task
 
 from ..base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
 from ..errors import BenchmarkUsageError
+from ..options import resolve_options
 from ..sides.contract import AgentEnvSpec
 from . import agent_env
 from .controller import ControllerClient
-from .engine_env import OBSERVATION_TYPES, OsworldEnv
+from .engine_env import OsworldEnv
+from .options import OsworldOptions
 from .errors import OSWorldError, TaskFormatError
 from .config import NEEDS_CREDENTIALS
 from .coverage import CoverageReport, coverage_report
@@ -81,28 +83,9 @@ def _examples(load: LoadOptions) -> Path:
 
 
 def env_options(options: dict[str, Any]) -> tuple[str, float]:
-    """(observation type, settle seconds) from `--option`, with errors that say what is allowed."""
-    observation = str(options.get("observation", "screenshot_a11y_tree"))
-    if observation not in OBSERVATION_TYPES:
-        raise BenchmarkUsageError(f"--option observation={observation}: choose one of {', '.join(OBSERVATION_TYPES)}")
-    raw = options.get("settle_seconds", 1.0)
-    try:
-        settle = float(raw)
-    except (TypeError, ValueError):
-        raise BenchmarkUsageError(f"--option settle_seconds={raw!r}: expected a number of seconds") from None
-    if settle < 0:
-        raise BenchmarkUsageError(f"--option settle_seconds={settle}: must be >= 0")
-    return observation, settle
-
-
-def _check_recipe_options(options: dict[str, Any]) -> None:
-    """Fail the whole batch up front on a bad recipe option, not every task one by one."""
-    from qitos.recipes.osworld import agent_options
-
-    try:
-        agent_options(options)
-    except ValueError as exc:
-        raise BenchmarkUsageError(str(exc)) from None
+    """(observation type, settle seconds) from the run's options (declared in `options.py`)."""
+    values = resolve_options(OsworldOptions, options, "osworld")
+    return values["observation"], float(values["settle_seconds"])
 
 
 def to_task(ow: OSWorldTask, split: str) -> Task:
@@ -150,6 +133,8 @@ class OsworldAdapter(BenchmarkAdapter):
     scorer_official = True
     scorer_note = "OSWorld's desktop_env/evaluators (getters + metrics) from the task data's checkout, dispatched as DesktopEnv.evaluate"
     split_sides = True
+    options_model = OsworldOptions
+    variants = ()
 
     # -- discovery -------------------------------------------------------------------------------
     def splits(self, load: LoadOptions) -> dict[str, int | None]:
@@ -246,9 +231,7 @@ class OsworldAdapter(BenchmarkAdapter):
         split = load.split or self.default_split
         if split not in SPLITS:
             raise BenchmarkUsageError(f"osworld has no split '{split}'; choose one of {', '.join(SPLITS)}")
-        env_options(load.options)
-        provider_kind(load.options)
-        _check_recipe_options(load.options)
+        self.resolve_options(load.options)  # a bad --option fails the batch up front, not every task
         domains = [d.strip() for d in load.subset.split(",") if d.strip()] if load.subset else None
         try:
             found = load_tasks(_examples(load), split, domains=domains, ids=load.task_ids)

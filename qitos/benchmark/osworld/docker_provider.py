@@ -36,6 +36,7 @@ from ..errors import BenchmarkUsageError
 from .controller import ControllerClient
 from .downloads import Downloader
 from .errors import OSWorldError
+from .options import DEFAULT_IMAGE
 from .provider import ControllerProvider
 from .upstream_env import VMAddress
 from .vm_pool import Lease
@@ -43,7 +44,6 @@ from .vm_pool import Lease
 if TYPE_CHECKING:
     from ..base import LoadOptions, Requirement
 
-DEFAULT_IMAGE = "happysixd/osworld-docker"
 VM_IMAGE_URL = "https://huggingface.co/datasets/xlangai/ubuntu_osworld/resolve/main/Ubuntu.qcow2.zip"
 LABEL = "qitos.osworld"
 OWNER_LABEL = "qitos.osworld.owner"

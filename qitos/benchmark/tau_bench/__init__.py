@@ -7,7 +7,7 @@ The package in two sides (what a ``qit bench run`` puts in which process):
   its tasks, read from the files shipped to the agent);
 * scoring side: ``adapter``, ``scoring`` (the simulated user behind ``serve``, the record of what it was told,
   the reward of the final state), ``data`` (the tasks: instructions, gold actions, outputs), ``user``,
-  ``reward``, ``upstream``, ``run_options``; ``metrics``, ``interop``, ``fetch`` work on rows and data;
+  ``reward``, ``upstream``, ``options``, ``run_options``; ``metrics``, ``interop``, ``fetch`` work on rows and data;
 * both: the tools (``tools``, ``retail_tools``, ``airline_tools``, ``common_tools``), ``state``, ``digest``, ``errors``.
 
 ``env.TauEnv`` is both sides in one process, for library use and the conformance fixtures::

@@ -10,7 +10,8 @@ domain's tools, and never sees a task's instruction, gold actions or outputs. Th
 module, :mod:`.scoring`, :mod:`.data`, :mod:`.user`, :mod:`.reward`, :mod:`.upstream`) holds the tasks and
 the simulated user: the agent's ``respond`` reaches it through ``serve`` (``user.reset``,
 ``user.respond``), and the reward is computed from the final database the agent side returns and from
-this side's record of what the user was told. Options: ``user_strategy``, ``user_model`` (``--user-model``),
+this side's record of what the user was told. Options (declared in :mod:`.options`; the subset defaults to
+retail and is recorded as such): ``user_strategy``, ``user_model`` (``--user-model``),
 ``user_temperature``, ``user_seed`` (``--user-temperature``, ``--user-seed``), ``user_replies``
 (see :meth:`.scoring.TauScoring._build_user`); upstream's run options ``start_index``, ``end_index``,
 ``shuffle``, ``run_seed``, ``num_few_shots`` (see :mod:`.run_options`). The score is upstream's
@@ -36,9 +37,9 @@ from .agent_env import FACTORY, FOLDER, build_env
 from .data import DOMAIN_SPLITS, DomainData, load_domain
 from .domain import agent_files
 from .errors import TauDataError
+from .options import TauOptions
 from .run_options import RunOptions, run_options
-from .scoring import DirectLink, TauRuntime, TauScoring, agent_texts, user_replies, user_sampling
-from .user import USER_STRATEGIES
+from .scoring import DirectLink, TauRuntime, TauScoring, agent_texts
 
 if TYPE_CHECKING:
     from qitos.core.engine import RunResult
@@ -89,6 +90,9 @@ class TauBenchAdapter(BenchmarkAdapter):
     scorer_official = True
     scorer_note = "upstream's reward (database hash and required outputs), checked by the conformance fixtures"
     split_sides = True
+    options_model = TauOptions
+    default_subset = DEFAULT_DOMAIN
+    variants = ()
 
     # -- discovery -----------------------------------------------------------------------------
     def splits(self, load: LoadOptions) -> dict[str, int | None]:
@@ -101,6 +105,10 @@ class TauBenchAdapter(BenchmarkAdapter):
             except (OSError, ValueError, TypeError):
                 counts[split] = None
         return counts
+
+    def subset_splits(self, load: LoadOptions) -> dict[str, dict[str, int | None]]:
+        """Each domain's splits (retail: test, train, dev; airline: test)."""
+        return {domain: self.splits(load.model_copy(update={"subset": domain})) for domain in DOMAIN_SPLITS}
 
     def requirements(self, load: LoadOptions) -> list[Requirement]:
         root = data_root(load)
@@ -217,7 +225,8 @@ class TauBenchAdapter(BenchmarkAdapter):
         if strategy in ("scripted", "human") or (cfg.recipe or self.default_recipe) == "oracle":
             return f"simulated user: {strategy if cfg.recipe != 'oracle' else 'scripted (oracle)'}"
         model = options.get("user_model") or f"{cfg.model.model_name} (the agent's model)"
-        sampling = ", ".join(f"{k}={options[f'user_{k}']}" for k in ("temperature", "seed") if f"user_{k}" in options)
+        sampling = ", ".join(f"{k}={options[f'user_{k}']}" for k in ("temperature", "seed")
+                             if options.get(f"user_{k}") is not None)
         return f"simulated user: {strategy}, model {model}, sampling {sampling or 'not sent (as upstream)'}"
 
     def evaluate(self, task: Task, result: "RunResult", runtime: TaskRuntime) -> Evaluation:
@@ -241,15 +250,5 @@ class TauBenchAdapter(BenchmarkAdapter):
 
 
 def check_options(options: dict[str, Any]) -> RunOptions:
-    """Refuse bad tau-bench options before any task runs; returns upstream's run options."""
-    strategy = options.get("user_strategy", "llm")
-    if strategy not in USER_STRATEGIES:
-        raise BenchmarkUsageError(
-            f"--option user_strategy={strategy}: unknown; choose one of {', '.join(USER_STRATEGIES)}"
-        )
-    try:
-        user_replies(options.get("user_replies"))
-        user_sampling(options)
-        return run_options(options)
-    except ValueError as exc:
-        raise BenchmarkUsageError(str(exc)) from None
+    """Refuse bad tau-bench options before any task runs (see :mod:`.options`); returns upstream's run options."""
+    return run_options(options)

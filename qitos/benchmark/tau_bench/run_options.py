@@ -34,27 +34,13 @@ class RunOptions:
 
 
 def run_options(options: dict[str, Any]) -> RunOptions:
-    """Parse the options; a bad value is a ValueError naming the option."""
-    values: dict[str, Any] = {}
-    for key in ("start_index", "end_index", "run_seed", "num_few_shots"):
-        raw = options.get(key)
-        if raw is None or raw == "":
-            continue
-        try:
-            values[key] = int(raw)
-        except (TypeError, ValueError):
-            raise ValueError(f"--option {key}={raw}: expected an integer") from None
-    shuffle = str(options.get("shuffle", "0")).strip().lower()
-    if shuffle not in ("0", "1", "false", "true"):
-        raise ValueError(f"--option shuffle={options.get('shuffle')}: expected 0 or 1")
-    values["shuffle"] = shuffle in ("1", "true")
-    out = RunOptions(**values)
-    if out.start_index < 0 or (out.end_index != -1 and out.end_index < out.start_index):
-        raise ValueError(f"--option start_index={out.start_index} end_index={out.end_index}: need "
-                         "0 <= start_index <= end_index (end_index -1 means to the end)")
-    if out.num_few_shots < 1:
-        raise ValueError(f"--option num_few_shots={out.num_few_shots}: need at least 1")
-    return out
+    """Upstream's run options out of the run's options (declared and checked in :mod:`.options`)."""
+    from ..options import resolve_options
+    from .options import TauOptions
+
+    values = resolve_options(TauOptions, options, "tau-bench")
+    return RunOptions(**{key: values[key] for key in ("start_index", "end_index", "shuffle", "run_seed",
+                                                      "num_few_shots")})
 
 
 def few_shot_sample(opts: RunOptions, task_count: int, display_count: int, trial: int, task_index: int) -> list[int]:

@@ -1,0 +1,75 @@
+"""Scoring side: CyBench's `--option` keys, declared (see `qitos.benchmark.options`), and `CybenchOptions`, the
+parsed settings the runtime, the episode and the recipes read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import field_validator
+
+from ..base import LoadOptions
+from ..options import BenchmarkOptions, option, resolve_options
+from .tasks import SUBTASK_MAX_ITERATIONS
+
+COMMAND_TIMEOUT = 120.0
+MEMORY_WINDOW = 3
+ORACLE_TIMEOUT = 300.0
+
+
+class CybenchOptionSet(BenchmarkOptions):
+    subtask_iterations: int = option(SUBTASK_MAX_ITERATIONS, "guided: iterations per subtask", ge=1)
+    command_timeout: float = option(COMMAND_TIMEOUT, "seconds one shell command may run before it is killed", gt=0)
+    python_path: str = option("", "host folders, ':'-separated, of extra Python packages for the sandbox (e.g. "
+                                  "made with `pip install --target DIR pycryptodome`)",
+                              range="existing folders, ':'-separated")
+    toolchain: str = option("auto", "the CTF toolchain venv for the sandbox: auto (use it when installed, see "
+                                    "`qit data fetch cybench --toolchain`), off, or a venv folder",
+                            range="auto, off, or a venv folder")
+    hints: bool = option(False, "guided: show each subtask's hints with its question")
+    memory_window: int = option(MEMORY_WINDOW, "react: latest responses and observations kept in the prompt", ge=1)
+    oracle_timeout: float = option(ORACLE_TIMEOUT, "oracle: seconds the reference solution may run", gt=0)
+
+    @field_validator("python_path")
+    @classmethod
+    def _folders(cls, value: str) -> str:
+        for path in _paths(value):
+            if not path.is_dir():
+                raise ValueError(f"--option python_path: {path} is not a directory")
+        return value
+
+    @field_validator("toolchain")
+    @classmethod
+    def _venv(cls, value: str) -> str:
+        value = value.strip() or "auto"
+        if value not in ("auto", "off") and not (Path(value).expanduser().resolve() / "bin" / "python3").exists():
+            raise ValueError(f"--option toolchain={value}: {Path(value).expanduser().resolve()} is not a venv (no "
+                             "bin/python3); use auto, off, or the venv `qit data fetch cybench --toolchain` made")
+        return value
+
+
+def _paths(value: str) -> tuple[Path, ...]:
+    return tuple(Path(p).expanduser().resolve() for p in value.split(":") if p.strip())
+
+
+@dataclass(frozen=True)
+class CybenchOptions:
+    """The `--option KEY=VALUE` settings, parsed and checked once."""
+
+    subtask_iterations: int = SUBTASK_MAX_ITERATIONS
+    command_timeout: float = COMMAND_TIMEOUT
+    python_path: tuple[Path, ...] = ()
+    toolchain: str = "auto"  # auto, off, or a venv folder (resolved)
+    hints: bool = False
+    memory_window: int = MEMORY_WINDOW
+    oracle_timeout: float = ORACLE_TIMEOUT
+
+    @classmethod
+    def from_load(cls, load: LoadOptions) -> CybenchOptions:
+        values = resolve_options(CybenchOptionSet, load.options, "cybench")
+        toolchain = values["toolchain"]
+        return cls(subtask_iterations=values["subtask_iterations"], command_timeout=values["command_timeout"],
+                   python_path=_paths(values["python_path"]),
+                   toolchain=toolchain if toolchain in ("auto", "off") else str(Path(toolchain).expanduser().resolve()),
+                   hints=values["hints"], memory_window=values["memory_window"],
+                   oracle_timeout=values["oracle_timeout"])

@@ -1,0 +1,49 @@
+"""Scoring side: Tau-Bench's `--option` keys, declared (see `qitos.benchmark.options`).
+
+The simulated user (``user_strategy``, ``user_model``, ``user_temperature``, ``user_seed``, ``user_replies``; see
+:meth:`.scoring.TauScoring._build_user`) and upstream run.py's options (``start_index``, ``end_index``, ``shuffle``,
+``run_seed``, ``num_few_shots``; see :mod:`.run_options`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import field_validator, model_validator
+
+from ..options import BenchmarkOptions, option
+from .run_options import NUM_FEW_SHOTS, RUN_SEED
+
+# the user strategies of `.user.USER_STRATEGIES` (kept equal by tests/tau_bench/test_adapter.py)
+UserStrategy = Literal["llm", "react", "verify", "reflection", "scripted", "human"]
+
+
+class TauOptions(BenchmarkOptions):
+    user_strategy: UserStrategy = option("llm", "the simulated user: upstream's llm, react, verify, reflection; "
+                                                "scripted replays user_replies; human reads the console")
+    user_model: str | None = option(None, "the simulated user's model (default: the agent's)", flag="--user-model")
+    user_temperature: float | None = option(None, "the user's temperature (default: not sent, as upstream)",
+                                            flag="--user-temperature", ge=0)
+    user_seed: int | None = option(None, "the user's seed (default: not sent, as upstream)", flag="--user-seed")
+    user_replies: str | None = option(None, "scripted user: a JSON list of replies, or a file with one a line")
+    start_index: int = option(0, "first task index of the split (upstream --start-index)", ge=0)
+    end_index: int = option(-1, "task index to stop before; -1: to the end (upstream --end-index)",
+                            range="-1 (to the end) or an integer >= start_index", ge=-1)
+    shuffle: bool = option(False, "shuffle the task order per trial, as upstream --shuffle")
+    run_seed: int = option(RUN_SEED, "upstream run.py's --seed: the task order and few-shot draws")
+    num_few_shots: int = option(NUM_FEW_SHOTS, "few-shot: examples per task (upstream FewShotToolCallingAgent)", ge=1)
+
+    @field_validator("user_replies")
+    @classmethod
+    def _replies(cls, value: str | None) -> str | None:
+        from .scoring import user_replies
+
+        user_replies(value)  # a ValueError names the problem
+        return value
+
+    @model_validator(mode="after")
+    def _range(self) -> "TauOptions":
+        if self.end_index != -1 and self.end_index < self.start_index:
+            raise ValueError(f"--option start_index={self.start_index} end_index={self.end_index}: need "
+                             "0 <= start_index <= end_index (end_index -1 means to the end)")
+        return self

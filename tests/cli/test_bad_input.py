@@ -1,0 +1,122 @@
+"""Bad input is caught up front (issue 26): each row runs the real CLI and expects exit 2, exactly one line on
+stderr (no traceback) naming the culprit, and nothing written (no results file, no run dir, no output file).
+
+To add a row, append a `Case` to `CASES`: the arguments after `qit`, the words the one line must contain, and
+the files the command needs (created in the working directory before the run; anything else that appears
+there afterwards counts as written). `{data}` in an argument is the benchmark data directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.platform.conftest import qit
+
+TASKS = "".join(json.dumps({"id": f"t{i}", "question": f"{i}+{i}?", "answer": str(2 * i)}) + "\n" for i in range(2))
+ROW = json.dumps({"task_id": "t0", "benchmark": "jsonl", "split": "default", "trial": 0, "success": True,
+                  "stop_reason": "final", "steps": 1}) + "\n"
+RUN = ("bench", "run", "--output", "r.jsonl", "--trace-logdir", "runs")
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    argv: tuple[str, ...]
+    says: tuple[str, ...]  # words the error line must contain: the culprit, and what is allowed
+    files: dict[str, str] = field(default_factory=dict)
+
+
+def run(name: str, benchmark: str, *args: str, says: tuple[str, ...], **files: str) -> Case:
+    """A `qit bench run -b <benchmark> ...` row (results and traces would go to r.jsonl and runs/)."""
+    return Case(name, (*RUN, "-b", benchmark, *args), says, {k.replace("_", "."): v for k, v in files.items()})
+
+
+CASES: list[Case] = [
+    # -- an unknown --option key, for every benchmark (a typo must not run with the default) ----------------
+    run("tau-unknown-key", "tau-bench", "--option", "user_stratgy=react",
+        says=("--option user_stratgy=react", "did you mean user_strategy?", "its options: user_strategy")),
+    run("desktop-unknown-key", "desktop-starter", "--option", "visoin=1", says=("visoin", "did you mean vision?")),
+    run("osworld-unknown-key", "osworld", "--option", "observaton=a11y_tree",
+        says=("observaton", "did you mean observation?")),
+    run("cybench-unknown-key", "cybench", "--option", "hint=true", says=("--option hint=true", "did you mean hints?")),
+    run("gaia-unknown-key", "gaia", "--option", "level=1", says=("--option level=1", "gaia takes no --option")),
+    run("jsonl-unknown-key", "jsonl", "--root", "tasks.jsonl", "--option", "scorr=exact",
+        says=("scorr", "did you mean scorer?"), tasks_jsonl=TASKS),
+    run("gaia-user-model", "gaia", "--user-model", "gpt-4o", says=("--user-model gpt-4o", "does not take")),
+    run("cybench-user-model", "cybench", "--user-model", "gpt-4o", says=("--user-model gpt-4o", "does not take")),
+    # -- a value of the wrong type or not among the choices --------------------------------------------------
+    run("tau-bad-choice", "tau-bench", "--option", "user_strategy=robot", says=("user_strategy=robot", "one of llm")),
+    run("tau-bad-bool", "tau-bench", "--option", "shuffle=maybe", says=("shuffle=maybe", "true or false")),
+    run("tau-bad-int", "tau-bench", "--option", "start_index=five", says=("start_index=five", "an integer")),
+    run("tau-bad-replies", "tau-bench", "--option", "user_strategy=scripted", "user_replies=[oops",
+        says=("user_replies", "JSON")),
+    run("jsonl-bad-scorer", "jsonl", "--root", "tasks.jsonl", "--option", "scorer=fuzzy",
+        says=("scorer=fuzzy", "exact, normalized"), tasks_jsonl=TASKS),
+    run("cybench-bad-bool", "cybench", "--option", "hints=maybe", says=("hints=maybe", "true or false")),
+    run("cybench-bad-path", "cybench", "--option", "python_path=/no/such/dir", says=("python_path", "not a directory")),
+    run("osworld-bad-choice", "osworld", "--option", "provider=vmware", says=("provider=vmware", "controller, docker")),
+    run("osworld-bad-size", "osworld", "--option", "vm_ram=lots", says=("vm_ram=lots", "a size such as 4G")),
+    # -- a value out of range ------------------------------------------------------------------------------
+    run("tau-few-shots-0", "tau-bench", "--option", "num_few_shots=0", says=("num_few_shots=0", ">= 1")),
+    run("tau-start-after-end", "tau-bench", "--option", "start_index=5", "end_index=2",
+        says=("start_index=5 end_index=2", "start_index <= end_index")),
+    run("tau-negative-start", "tau-bench", "--option", "start_index=-1", says=("start_index=-1", ">= 0")),
+    run("tau-user-temperature", "tau-bench", "--user-temperature", "-1", says=("--user-temperature", ">= 0")),
+    run("osworld-history-0", "osworld", "--option", "history=0", says=("history=0", ">= 1")),
+    run("osworld-settle-negative", "osworld", "--option", "settle_seconds=-1", says=("settle_seconds=-1", ">= 0")),
+    run("cybench-timeout-0", "cybench", "--option", "command_timeout=0", says=("command_timeout=0", "> 0")),
+    # -- the --option form itself, and --variant --------------------------------------------------------------
+    run("option-not-a-pair", "tau-bench", "--option", "shuffle", says=("--option 'shuffle'", "KEY=VALUE")),
+    run("option-twice", "tau-bench", "--option", "start_index=1", "--option", "start_index=2",
+        says=("--option start_index", "given twice")),
+    run("option-and-flag-disagree", "tau-bench", "--user-seed", "3", "--option", "user_seed=4",
+        says=("--user-seed 3", "user_seed=4", "disagree")),
+    run("variant-not-taken", "tau-bench", "--variant", "easy", says=("--variant easy", "no --variant")),
+    run("variant-unknown", "cybench", "--variant", "medium", says=("--variant medium", "hard, easy")),
+    # -- budgets and counts ------------------------------------------------------------------------------------
+    run("max-steps-0", "tau-bench", "--max-steps", "0", says=("--max-steps 0", "at least 1")),
+    run("max-steps-negative", "jsonl", "--root", "tasks.jsonl", "--max-steps", "-3", says=("--max-steps -3",),
+        tasks_jsonl=TASKS),
+    run("task-timeout-negative", "tau-bench", "--task-timeout", "-5", says=("--task-timeout -5", "more than 0")),
+    run("task-timeout-0", "cybench", "--task-timeout", "0", says=("--task-timeout 0", "more than 0")),
+    run("concurrency-0", "tau-bench", "--concurrency", "0", says=("--concurrency 0", "at least 1")),
+    run("concurrency-negative", "jsonl", "--root", "tasks.jsonl", "--concurrency", "-4", says=("--concurrency -4",),
+        tasks_jsonl=TASKS),
+    run("trials-0", "tau-bench", "--trials", "0", says=("--trials 0", "at least 1")),
+    run("trials-negative", "gaia", "--trials", "-1", says=("--trials -1", "at least 1")),
+    run("limit-0", "tau-bench", "--limit", "0", says=("--limit 0", "at least 1")),
+    run("max-tokens-0", "tau-bench", "--max-tokens", "0", says=("--max-tokens 0", "at least 1")),
+    run("temperature-negative", "tau-bench", "--temperature", "-0.5", says=("--temperature -0.5", "at least 0")),
+    run("workers-0", "jsonl", "--root", "tasks.jsonl", "--workers", "0", says=("--workers", "at least 1"),
+        tasks_jsonl=TASKS),
+    # -- export ------------------------------------------------------------------------------------------------
+    Case("export-unknown-format", ("bench", "export", "--input", "r.jsonl", "--format", "xml", "--output", "out.txt"),
+         ("--format 'xml'", "csv, md, gaia-submission, tau-bench"), {"r.jsonl": ROW}),
+]
+
+
+def _tree(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_bad_input_is_one_line_exit_2_nothing_written(case: Case, tmp_path: Path) -> None:
+    for name, text in case.files.items():
+        (tmp_path / name).write_text(text)
+    before = _tree(tmp_path)
+    data = os.environ.get("QITOS_DATA_DIR", str(Path.home() / ".cache" / "qitos" / "data"))
+    done = qit(*(a.replace("{data}", data) for a in case.argv), cwd=tmp_path, timeout=120,
+               env={"QITOS_DATA_DIR": data, "QITOS_OSWORLD_CONTROLLER": ""})
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    [line] = lines
+    assert line.startswith("error: "), line
+    for words in case.says:
+        assert words in line, (words, line)
+    assert _tree(tmp_path) == before, f"written: {sorted(set(_tree(tmp_path)) - set(before))}"
