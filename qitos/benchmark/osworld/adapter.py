@@ -38,8 +38,7 @@ screenshot | a11y_tree, `settle_seconds` (pause after an action before the next 
 
 from __future__ import annotations
 
-import re
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +58,7 @@ from .config import NEEDS_CREDENTIALS
 from .coverage import CoverageReport, coverage_report
 from .downloads import HttpDownloader
 from .evaluator import evaluate, resolve
+from .metrics import domain_of, osworld_metrics
 from .provider import ENV_CONTROLLER, NO_PROVIDER_REASON, readiness, run_setup
 from .tasks import SPLITS, Evaluator, OSWorldTask, load_split_index, load_tasks, resolve_examples_dir
 from .upstream import UpstreamEvaluators, load_evaluators
@@ -68,7 +68,6 @@ if TYPE_CHECKING:
     from qitos.core.engine import RunResult
 
 CACHE_DIR_NAME = "osworld-cache"
-_TASK_ID = re.compile(r"^osworld-([a-z0-9_]+)-(.+)$")
 
 
 def data_root(load: LoadOptions) -> Path:
@@ -114,15 +113,6 @@ def evaluators_for(load: LoadOptions) -> UpstreamEvaluators:
         return load_evaluators(data_root(load))
     except OSWorldError as exc:
         raise BenchmarkUsageError(str(exc)) from None
-
-
-def domain_of(task_id: str) -> str | None:
-    match = _TASK_ID.match(task_id or "")
-    return match.group(1) if match else None
-
-
-def _rate(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
 
 
 class OsworldAdapter(BenchmarkAdapter):
@@ -347,15 +337,8 @@ class OsworldAdapter(BenchmarkAdapter):
 
     # -- aggregation -----------------------------------------------------------------------------
     def metrics(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
-        """Success rate and mean score over every row (unscored rows count 0, upstream's headline), the
-        coverage and the rates over scored rows; per-domain figures; how many rows could not run here."""
-        by_domain: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for row in rows:
-            by_domain[domain_of(row.get("task_id", "")) or "unknown"].append(row)
-        out = _summary(rows)
-        out["requires_unavailable"] = sum(1 for r in rows if r.get("stop_reason") == StopReason.REQUIRES_UNAVAILABLE.value)
-        out["by_domain"] = {d: _summary(group) for d, group in sorted(by_domain.items())}
-        return out
+        """QitOS's figures over every row, per domain, and upstream's own headline beside them (`metrics.py`)."""
+        return osworld_metrics(rows)
 
 
 _COVERAGE: dict[tuple[Path, Path], CoverageReport] = {}
@@ -367,20 +350,6 @@ def _coverage(examples: Path, evaluators: UpstreamEvaluators) -> CoverageReport:
     if key not in _COVERAGE:
         _COVERAGE[key] = coverage_report(load_tasks(examples, "test_all"), evaluators)
     return _COVERAGE[key]
-
-
-def _has_score(row: dict[str, Any]) -> bool:
-    return isinstance(row.get("score"), (int, float)) and not isinstance(row.get("score"), bool)
-
-
-def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    scored = [r for r in rows if _has_score(r)]
-    return {"rows": len(rows), "scored": len(scored),
-            "success_rate": _rate([1.0 if r.get("success") else 0.0 for r in rows]),
-            "mean_score": _rate([float(r["score"]) if _has_score(r) else 0.0 for r in rows]),
-            "coverage": len(scored) / len(rows) if rows else None,
-            "scored_success_rate": _rate([1.0 if r.get("success") else 0.0 for r in scored]),
-            "scored_mean_score": _rate([float(r["score"]) for r in scored])}
 
 
 def _agent_kwargs(ow: OSWorldTask, provider: Any, observation: str, settle: float) -> dict[str, Any]:
