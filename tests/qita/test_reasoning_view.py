@@ -53,6 +53,7 @@ def reasoning_board(tmp_path_factory):
 def test_reasoning_block_per_step(reasoning_board, page):
     server, _, runs = reasoning_board
     page.goto(server.url(f"/runs/{runs['a']}"))
+    assert "reasoning 54" in page.inner_text("main")  # the run's reasoning tokens, beside its other counts
     blocks = page.locator("article.step details.reasoning")
     assert blocks.count() == 2
     first = page.locator("#step-1 details.reasoning")
