@@ -104,13 +104,17 @@ def test_eval_groups_by_generation_controls(server, tmp_path):
     server.default = lambda body: Reply(text="Final Answer: 0")
     for top_p in ("0.9", "0.5"):
         done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--model-name", "m", "--base-url", server.base_url,
-                   "--top-p", top_p, "--extra-body", '{"top_k": 20}', "--output", "r.jsonl", "--force",
-                   cwd=tmp_path)
+                   "--top-p", top_p, "--extra-body", '{"top_k": 20}', "--output", f"r{top_p}.jsonl", cwd=tmp_path)
         assert done.returncode == 0, done.stderr
-    assert len({r["run_spec_ref"] for r in rows(tmp_path / "r.jsonl")}) == 2
-    assert all(r["body"]["top_k"] == 20 for r in server.requests)
-    report = json.loads(qit("bench", "eval", "--input", "r.jsonl", "--json", cwd=tmp_path).stdout)
+    # the same results file refuses the other --top-p: another configuration
+    refused = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--model-name", "m", "--base-url", server.base_url,
+                  "--top-p", "0.9", "--output", "r0.5.jsonl", cwd=tmp_path)
+    assert refused.returncode == 2 and "generation.top_p 0.5 -> 0.9" in refused.stderr, refused.stderr
+    files = ["r0.9.jsonl", "r0.5.jsonl"]
+    assert len({r["run_spec_ref"] for f in files for r in rows(tmp_path / f)}) == 2
+    assert len(server.requests) == 4 and all(r["body"]["top_k"] == 20 for r in server.requests)
+    report = json.loads(qit("bench", "eval", "--input", *files, "--json", cwd=tmp_path).stdout)
     assert sorted(g["label"] for g in report["groups"]) == ["top_p=0.5", "top_p=0.9"]
-    by = json.loads(qit("bench", "eval", "--input", "r.jsonl", "--by", "top_p,extra_body", "--json", cwd=tmp_path).stdout)
+    by = json.loads(qit("bench", "eval", "--input", *files, "--by", "top_p,extra_body", "--json", cwd=tmp_path).stdout)
     assert sorted((g["group"]["top_p"], g["group"]["extra_body"]) for g in by["groups"]) == [
         (0.5, '{"top_k": 20}'), (0.9, '{"top_k": 20}')]
