@@ -99,22 +99,27 @@ def plan_server(model_name: str, serve_args: list[str], *, base_url: str | None 
                               "(llamacpp/ alone serves the embedded model)")
         served = file_identity(path)
         n = str(threads or _threads())
-        recorded = ["--model", path.name, "--model_alias", served, "--n_ctx", "8192", *serve_args]
-        argv = [py, "-m", "llama_cpp.server", "--model", str(path.resolve()), "--model_alias", served,
-                "--n_ctx", "8192", "--n_threads", n, "--n_threads_batch", n, *serve_args,
-                "--host", HOST, "--port", str(port)]
+        # a RAM cache of KV states, as the embedded model keeps: an agent and a simulated user sharing the server
+        # alternate, and each would otherwise re-read the other's long prompt (measured: a Tau-Bench task 60 s → 19 s)
+        defaults = ["--n_ctx", "8192", "--cache", "True", "--cache_type", "ram"]
+        recorded = ["--model", path.name, "--model_alias", served, *defaults, *serve_args]
+        argv = [py, "-m", "llama_cpp.server", "--model", str(path.resolve()), "--model_alias", served, *defaults,
+                "--n_threads", n, "--n_threads_batch", n, *serve_args, "--host", HOST, "--port", str(port)]
         info = {"name": "llama.cpp", "package": "llama-cpp-python", "version": version, "model_file": served,
                 "args": recorded}
         return ServerPlan(kind, served, port, argv, info)
     if not target or "/" not in target and not Path(target).exists():
         raise ServerError(f"--model-name {model_name}: give a Hugging Face id after {kind}/, "
                           f"e.g. {kind}/Qwen/Qwen3-8B")
+    shown = Path(target).name if Path(target).exists() else target  # a local checkpoint: by name in the RunSpec
     if kind == "vllm":
-        recorded = ["--model", target, *serve_args]
-        argv = [py, "-m", "vllm.entrypoints.openai.api_server", *recorded, "--host", HOST, "--port", str(port)]
+        recorded = ["--model", shown, *serve_args]
+        argv = [py, "-m", "vllm.entrypoints.openai.api_server", "--model", target, *serve_args,
+                "--host", HOST, "--port", str(port)]
     else:
-        recorded = ["--model-path", target, *serve_args]
-        argv = [py, "-m", "sglang.launch_server", *recorded, "--host", HOST, "--port", str(port)]
+        recorded = ["--model-path", shown, *serve_args]
+        argv = [py, "-m", "sglang.launch_server", "--model-path", target, *serve_args,
+                "--host", HOST, "--port", str(port)]
     info = {"name": kind, "package": kind, "version": version, "args": recorded}
     return ServerPlan(kind, target, port, argv, info)
 
@@ -132,7 +137,12 @@ def recorded(server: dict[str, Any] | None) -> dict[str, Any] | None:
     """What the RunSpec keeps of a planned server (no port, no absolute paths)."""
     if not server:
         return None
-    return {k: server[k] for k in ("name", "package", "version", "model_file", "args", "requested") if k in server}
+    out = {k: server[k] for k in ("name", "package", "version", "model_file", "args") if k in server}
+    kind, _, target = str(server.get("requested", "")).partition("/")
+    if target and Path(target).expanduser().exists():  # a local file or folder: by name, as in `args`
+        target = Path(target).name
+    out["requested"] = f"{kind}/{target}"
+    return out
 
 
 def _ready(port: int, timeout: float = 2.0) -> bool:

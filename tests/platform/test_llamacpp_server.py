@@ -49,7 +49,7 @@ def llama_server(gguf, tmp_path_factory):
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias",
-                                 "smollm2", "--n_ctx", "8192", "--n_threads", "1", "--host", "127.0.0.1",
+                                 "smollm2", "--n_ctx", "8192", "--n_threads", "1", "--cache", "True", "--host", "127.0.0.1",
                                  "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -109,7 +109,7 @@ def test_jsonl_and_tau_bench_through_a_server_qitos_starts(gguf, tau_data, tmp_p
     assert row["model"].startswith(gguf.name + "@sha256:")
     server = manifest["run_spec"]["model_server"]
     assert server["name"] == "llama.cpp" and server["package"] == "llama-cpp-python" and server["version"]
-    assert server["model_file"] == row["model"] and server["requested"] == f"llamacpp/{gguf}"
+    assert server["model_file"] == row["model"] and server["requested"] == f"llamacpp/{gguf.name}"
     assert server["args"][:2] == ["--model", gguf.name] and str(gguf.parent) not in json.dumps(server)
     logs = list((tmp_path / "runs" / "servers").glob("llama.cpp-*.log"))
     assert len(logs) == 1 and "Uvicorn running on" in logs[0].read_text()
