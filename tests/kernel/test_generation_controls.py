@@ -118,3 +118,15 @@ def test_eval_groups_by_generation_controls(server, tmp_path):
     by = json.loads(qit("bench", "eval", "--input", *files, "--by", "top_p,extra_body", "--json", cwd=tmp_path).stdout)
     assert sorted((g["group"]["top_p"], g["group"]["extra_body"]) for g in by["groups"]) == [
         (0.5, '{"top_k": 20}'), (0.9, '{"top_k": 20}')]
+    # the board keeps the two configurations apart and names them by the control that differs
+    from starlette.testclient import TestClient
+
+    from qitos.qita.app import build_app
+    from qitos.qita.config import BoardConfig
+
+    app = build_app(BoardConfig(logdir=tmp_path / "runs", results=[tmp_path / f for f in files],
+                                cache_dir=tmp_path / "cache"))
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        html = client.get("/").text
+    app.state.board.index.close()
+    assert "top_p=0.5" in html and "top_p=0.9" in html
