@@ -6,10 +6,6 @@ DEMO_LOGDIR ?= runs
 
 .PHONY: demo test clean
 
-# llama-cpp-python builds llama.cpp from source: build it for the x86-64 baseline QitOS tests on (AVX2), not for
-# this CPU's every feature. A native build on a VM that advertises AMX / AVX-512 crashed (SIGSEGV in decode).
-export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
-
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
@@ -21,6 +17,10 @@ $(VENV)/.installed-local: pyproject.toml | $(BIN)/python
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[local,test]'
 	touch $@
+
+# llama-cpp-python builds from source: a portable build (AVX2, no -march=native). The native build's AMX paths
+# crash on hosts (VMs, sandboxes) whose CPU reports AMX that the kernel does not let processes use.
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 
 # Benchmark data: $QITOS_DATA_DIR if set, else ../shared/data when present, else ~/.cache/qitos/data.
 export QITOS_DATA_DIR ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),$(HOME)/.cache/qitos/data)

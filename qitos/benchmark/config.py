@@ -19,12 +19,29 @@ class ModelConfig(BaseModel):
     temperature: float | None = None
     max_tokens: int | None = None
     seed: int = 0
+    top_p: float | None = None
+    reasoning_effort: str | None = None
+    extra_body: dict[str, Any] | None = None  # merged verbatim into each request
+    request_timeout: float | None = None
+    max_retries: int | None = None
+    think_tags: str | None = None  # "OPEN,CLOSE" or "none"; None: the model family's
+    serve_args: list[str] = Field(default_factory=list)  # extra flags for a server QitOS starts (vllm/..., ...)
+    serve_timeout: float = 900.0
+    server: dict[str, Any] | None = None  # the server QitOS starts for this run (set by qitos.models.serve.plan)
 
     def build(self):
         from qitos.models.registry import resolve_model
 
         return resolve_model(self.model_name, base_url=self.base_url, api_key_env=self.api_key_env,
-                             temperature=self.temperature, max_tokens=self.max_tokens, seed=self.seed)
+                             temperature=self.temperature, max_tokens=self.max_tokens, seed=self.seed,
+                             **self.controls())
+
+    def controls(self) -> dict[str, Any]:
+        """The generation controls that were given (see qitos.models.generation)."""
+        given = {"top_p": self.top_p, "reasoning_effort": self.reasoning_effort, "extra_body": self.extra_body,
+                 "request_timeout": self.request_timeout, "max_retries": self.max_retries,
+                 "think_tags": self.think_tags}
+        return {k: v for k, v in given.items() if v is not None}
 
     @property
     def embedded(self) -> bool:

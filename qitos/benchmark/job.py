@@ -25,6 +25,8 @@ from qitos.core.stop import StopReason
 from qitos.core.task import Task
 from qitos.spec.run_spec import ExperimentSpec
 
+from qitos.models.serve import recorded
+
 from .base import BenchmarkAdapter, Recipe, RecipeContext, TaskRuntime
 from .config import RunConfig
 from .errors import BenchmarkUsageError
@@ -77,7 +79,7 @@ def batch_model_provider(cfg: RunConfig, recipe: Recipe, *, preflight: bool = Fa
     if cfg.model.stateful:
         return cfg.model.build
     shared = cfg.model.build()
-    if preflight and hasattr(shared, "preflight"):
+    if preflight and not cfg.model.server and hasattr(shared, "preflight"):  # a planned server is not up yet
         shared.preflight()
     return lambda: shared
 
@@ -207,7 +209,7 @@ class JobContext:
             code["closure"] = self.closure
         return {
             "benchmark_name": cfg.benchmark, "benchmark_split": cfg.load.split, "benchmark_subset": cfg.load.subset,
-            "dataset_digest": self.dataset_digest, "agent_code": code,
+            "dataset_digest": self.dataset_digest, "agent_code": code, "model_server": recorded(cfg.model.server),
             "metadata": {"recipe": self.recipe.name, "recipe_official": self.recipe.official,
                          "recipe_needs_model": self.recipe.needs_model,
                          "scorer_official": self.adapter.scorer_official, "scorer_note": self.adapter.scorer_note,

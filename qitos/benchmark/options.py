@@ -112,7 +112,9 @@ def unknown_option(model: type[BenchmarkOptions], key: str, value: Any, benchmar
 
 
 # options that `qit bench run` flags set, so their errors name the flag the user typed
-FLAG_OPTIONS = {"user_model": "--user-model", "user_temperature": "--user-temperature", "user_seed": "--user-seed"}
+FLAG_OPTIONS = {key: "--" + key.replace("_", "-") for key in (
+    "user_model", "user_temperature", "user_seed", "user_top_p", "user_reasoning_effort", "user_request_timeout",
+    "user_max_retries", "user_extra_body")}
 
 
 def _culprit(info: OptionInfo, value: Any) -> str:

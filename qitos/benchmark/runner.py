@@ -226,6 +226,14 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
     recipe = resolve_recipe(adapter, cfg)
     if not cfg.runner:
         cfg.recipe = recipe.name  # named when left out too: the default output file is the same either way
+    if recipe.needs_model:  # vllm/..., sglang/..., llamacpp/...: a server started around the jobs (execute_batch)
+        from qitos.models.serve import plan as plan_server
+
+        cfg.model = plan_server(cfg.model)
+        if cfg.model.server and cfg.executor == "ray":
+            raise BenchmarkUsageError(f"--model-name {cfg.model.server['requested']} starts a server on this "
+                                      "machine's loopback, which Ray workers elsewhere cannot reach; serve it "
+                                      "yourself and pass --base-url")
     _check_workers(cfg, split=adapter.split_sides and recipe.official)
     warnings = _ignored_model_flags(cfg, recipe.name, recipe.needs_model)
     tasks = adapter.load_tasks(cfg.load)
@@ -293,13 +301,17 @@ def execute_batch(plan: BatchPlan, on_row: Callable[[BenchmarkRunResult], None] 
         if host is not None and not host.serves(plan.ctx.host_settings()):  # it would show them: a new one
             host.close()
             plan.ctx.host = None
+    from qitos.models.serve import serving
+
+    model = plan.cfg.model
     try:
-        if plan.cfg.executor == "ray":
-            run_ray(plan.ctx, plan.jobs, plan.cfg.concurrency, on_result, plan.cfg.ray_address)
-        elif plan.cfg.workers > 1:
-            run_workers(plan.ctx, plan.jobs, plan.cfg.concurrency, plan.cfg.workers, seen, results.append)
-        else:
-            run_local(plan.ctx, plan.jobs, plan.cfg.concurrency, on_result)
+        with serving(model.server, start=bool(plan.jobs), logdir=plan.cfg.trace_logdir, timeout=model.serve_timeout):
+            if plan.cfg.executor == "ray":
+                run_ray(plan.ctx, plan.jobs, plan.cfg.concurrency, on_result, plan.cfg.ray_address)
+            elif plan.cfg.workers > 1:
+                run_workers(plan.ctx, plan.jobs, plan.cfg.concurrency, plan.cfg.workers, seen, results.append)
+            else:
+                run_local(plan.ctx, plan.jobs, plan.cfg.concurrency, on_result)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP (lifetime.Stopped)
         outcome.cancelled = True
         outcome.stop_signal = signal_of(exc)

@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 import typer
 
 from .errors import EXIT_RUN_FAILED, UsageError, user_errors
-from .options import ApiKeyEnv, BaseUrl, MaxTokens, ModelName, SecretEnv, Seed, Temperature, TraceLogdir, mark_secrets
+from .options import (ApiKeyEnv, BaseUrl, ExtraBody, MaxRetries, MaxTokens, ModelName, ReasoningEffort, RequestTimeout,
+                      SecretEnv, Seed, Temperature, ThinkTags, TopP, TraceLogdir, mark_secrets)
 
 bench_app = typer.Typer(help="Run, evaluate, replay and export benchmarks.", no_args_is_help=True)
 
@@ -61,9 +62,25 @@ def run(
     temperature: Temperature = None,
     max_tokens: MaxTokens = None,
     seed: Seed = 0,
+    top_p: TopP = None,
+    reasoning_effort: ReasoningEffort = None,
+    request_timeout: RequestTimeout = None,
+    max_retries: MaxRetries = None,
+    extra_body: ExtraBody = None,
+    think_tags: ThinkTags = None,
+    serve_arg: Annotated[list[str], typer.Option(
+        "--serve-arg", help="extra flag for the server --model-name vllm/..., sglang/... or llamacpp/... starts "
+                            "(repeatable; --serve-arg=--reasoning-parser --serve-arg=qwen3)")] = [],
+    serve_timeout: Annotated[float, typer.Option(
+        "--serve-timeout", help="seconds to wait for a server QitOS starts to answer /v1/models")] = 900.0,
     user_model: Annotated[Optional[str], typer.Option("--user-model", help="model of the simulated user (default: the agent's)")] = None,
     user_temperature: Annotated[Optional[float], typer.Option("--user-temperature", help="simulated user's temperature (default: not sent, as upstream tau-bench)")] = None,
     user_seed: Annotated[Optional[int], typer.Option("--user-seed", help="simulated user's seed (default: not sent, as upstream tau-bench)")] = None,
+    user_top_p: Annotated[Optional[float], typer.Option("--user-top-p", help="simulated user's top_p (default: not sent)")] = None,
+    user_reasoning_effort: Annotated[Optional[str], typer.Option("--user-reasoning-effort", help="simulated user's reasoning_effort (default: not sent)")] = None,
+    user_request_timeout: Annotated[Optional[float], typer.Option("--user-request-timeout", help="simulated user's request timeout (default: the agent's)")] = None,
+    user_max_retries: Annotated[Optional[int], typer.Option("--user-max-retries", help="simulated user's retries (default: the agent's)")] = None,
+    user_extra_body: Annotated[Optional[str], typer.Option("--user-extra-body", metavar="JSON", help="JSON object merged into each simulated user request (default: none)")] = None,
     concurrency: Annotated[int, typer.Option(help="tasks in flight")] = 4,
     trials: Annotated[int, typer.Option(help="trials per task (for pass^k)")] = 1,
     max_steps: Annotated[Optional[int], typer.Option(help="step budget per task")] = None,
@@ -88,15 +105,32 @@ def run(
 
     from .bench_view import print_plan, print_summary, run_with_progress
 
+    from qitos.models.generation import check_generation, parse_extra_body
+
+    body = parse_extra_body(extra_body)
+    user_body = parse_extra_body(user_extra_body, "--user-extra-body")
+    check_generation(top_p=top_p, reasoning_effort=reasoning_effort, max_retries=max_retries,
+                     request_timeout=request_timeout)
+    check_generation(top_p=user_top_p, reasoning_effort=user_reasoning_effort, max_retries=user_max_retries,
+                     request_timeout=user_request_timeout, prefix="--user-")
     opts = _options(option, {"user_model": ("--user-model", user_model or None),
                              "user_temperature": ("--user-temperature", user_temperature),
-                             "user_seed": ("--user-seed", user_seed)})
+                             "user_seed": ("--user-seed", user_seed),
+                             "user_top_p": ("--user-top-p", user_top_p),
+                             "user_reasoning_effort": ("--user-reasoning-effort", user_reasoning_effort),
+                             "user_request_timeout": ("--user-request-timeout", user_request_timeout),
+                             "user_max_retries": ("--user-max-retries", user_max_retries),
+                             "user_extra_body": ("--user-extra-body",
+                                                 json.dumps(user_body, sort_keys=True) if user_body else None)})
     load = LoadOptions(root=root, split=split, subset=subset, limit=limit, variant=variant, options=opts,
                        task_ids=[t.strip() for t in task_ids.split(",") if t.strip()] if task_ids else None,
                        **({"data_dir": data_dir} if data_dir else {}))
     cfg = RunConfig(benchmark=benchmark, load=load, recipe=recipe, runner=runner, validator=validator, agent_processes=agent_processes,
                     model=ModelConfig(model_name=model_name, base_url=base_url, api_key_env=api_key_env,
-                                      temperature=temperature, max_tokens=max_tokens, seed=seed),
+                                      temperature=temperature, max_tokens=max_tokens, seed=seed, top_p=top_p,
+                                      reasoning_effort=reasoning_effort, extra_body=body,
+                                      request_timeout=request_timeout, max_retries=max_retries,
+                                      think_tags=think_tags, serve_args=serve_arg, serve_timeout=serve_timeout),
                     concurrency=concurrency, trials=trials, max_steps=max_steps, task_timeout=task_timeout,
                     output=output, trace_logdir=Path(trace_logdir), executor=executor, ray_address=ray_address,
                     workers=workers, retry_errors=retry_errors, force=force, dry_run=dry_run)
@@ -131,7 +165,9 @@ def eval_(
     input: Annotated[list[Path], typer.Option("--input", "-i", help="results JSONL file(s): --input a.jsonl b.jsonl")],
     by: Annotated[str, typer.Option(help="group by these row fields or metadata keys, comma-separated "
                                          "(default: one group per configuration: benchmark, split, subset, "
-                                         "run_spec_ref, model, recipe)")] = "",
+                                         "run_spec_ref, model, recipe), or settings of the RunSpec: temperature, "
+                                         "top_p, max_tokens, reasoning_effort, extra_body, request_timeout, "
+                                         "max_retries, think_tags, model_server, model_name, ...")] = "",
     as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
 ) -> None:
     """Aggregate results: success over every selected task (with coverage), pass^k, benchmark metrics, cost."""

@@ -134,6 +134,15 @@ def _evaluate_files(paths: list[Path], by: list[str]) -> dict[str, Any]:
                 if row.get("success") is True:
                     discredit(row, problem)
             rows.append(row)
+    settings = [b for b in by if b in CONFIG_KEYS and not any(b in r for r in rows)]
+    if settings and rows:  # `--by top_p`: a configuration setting, read from the RunSpec of each row's trace
+        from qitos.benchmark.metrics import group_rows
+
+        for group in group_rows(rows, ["run_spec_ref"]).values():
+            described = describe_configuration(group, check.located.get)
+            for row in group:
+                for key in settings:
+                    row[key] = described.get(key)
     absent = known_fields(rows, by) if rows and by else []  # the default grouping tolerates older rows
     if absent:
         raise UsageError(f"--by {','.join(absent)}: no row has such a field or metadata key; row fields are "
@@ -150,8 +159,10 @@ def _evaluate_files(paths: list[Path], by: list[str]) -> dict[str, Any]:
             "groups": groups, "issues": [str(i) for i in issues] + notes}
 
 
-CONFIG_KEYS = ("model_name", "base_url_host", "recipe", "temperature", "max_tokens", "max_steps", "seed",
+CONFIG_KEYS = ("model_name", "base_url_host", "model_server", "recipe", "temperature", "top_p", "max_tokens",
+               "reasoning_effort", "extra_body", "request_timeout", "max_retries", "think_tags", "max_steps", "seed",
                "prompt_protocol", "parser_name", "toolset_name", "options", "agent_code", "qitos_commit")
+_JSON_GENERATION = ("extra_body", "think_tags")  # compared as canonical JSON text
 
 
 def describe_configuration(rows: list[dict[str, Any]], locate=None) -> dict[str, Any]:
@@ -163,9 +174,13 @@ def describe_configuration(rows: list[dict[str, Any]], locate=None) -> dict[str,
     if spec is not None:
         meta, gen, budget = spec.get("metadata") or {}, spec.get("generation") or {}, spec.get("budget") or {}
         code = spec.get("agent_code") or {}
+        server = spec.get("model_server") or {}
         flat = {"model_name": spec.get("model_name"), "base_url_host": spec.get("base_url_host"),
-                "recipe": meta.get("recipe"), "temperature": gen.get("temperature"),
-                "max_tokens": gen.get("max_tokens"), "max_steps": budget.get("max_steps"), "seed": spec.get("seed"),
+                "model_server": " ".join(str(server.get(k)) for k in ("name", "version") if server.get(k)) or None,
+                "recipe": meta.get("recipe"), "max_steps": budget.get("max_steps"), "seed": spec.get("seed"),
+                **{k: gen.get(k) for k in ("temperature", "top_p", "max_tokens", "reasoning_effort",
+                                           "request_timeout", "max_retries")},
+                **{k: json.dumps(gen[k], sort_keys=True) if gen.get(k) is not None else None for k in _JSON_GENERATION},
                 "prompt_protocol": spec.get("prompt_protocol"), "parser_name": spec.get("parser_name"),
                 "toolset_name": spec.get("toolset_name"), "options": json.dumps(meta.get("options") or {}, sort_keys=True),
                 "agent_code": (code.get("sha256") or "")[:12] or None, "qitos_commit": (spec.get("git_sha") or "")[:12] or None}

@@ -12,6 +12,19 @@ ApiKeyEnv = Annotated[str, typer.Option("--api-key-env", help="environment varia
 Temperature = Annotated[Optional[float], typer.Option("--temperature", help="sampling temperature (default 0)")]
 MaxTokens = Annotated[Optional[int], typer.Option("--max-tokens", help="max tokens per model reply")]
 Seed = Annotated[int, typer.Option("--seed", help="seed recorded in the RunSpec and passed to the model")]
+TopP = Annotated[Optional[float], typer.Option("--top-p", help="nucleus sampling top_p (default: not sent)")]
+ReasoningEffort = Annotated[Optional[str], typer.Option(
+    "--reasoning-effort", help="reasoning_effort for reasoning models: minimal | low | medium | high (default: not sent)")]
+RequestTimeout = Annotated[Optional[float], typer.Option(
+    "--request-timeout", help="seconds to wait for one model reply (default 120)")]
+MaxRetries = Annotated[Optional[int], typer.Option(
+    "--max-retries", help="retries of a model call on 429, 5xx, timeouts and connection errors (default 5)")]
+ExtraBody = Annotated[Optional[str], typer.Option(
+    "--extra-body", metavar="JSON", help="JSON object merged verbatim into each request, e.g. "
+    """'{"chat_template_kwargs": {"enable_thinking": false}, "top_k": 20}'""")]
+ThinkTags = Annotated[Optional[str], typer.Option(
+    "--think-tags", metavar="OPEN,CLOSE", help="tags of a think block that opens the reply, kept as reasoning "
+    "(default: the model family's, e.g. <think>,</think>; none: never split)")]
 TraceLogdir = Annotated[str, typer.Option("--trace-logdir", help="where run directories are written")]
 SecretEnv = Annotated[list[str], typer.Option(
     "--secret-env", metavar="NAME",

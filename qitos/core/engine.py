@@ -236,7 +236,8 @@ class _Run:
             self._account(response)
             outcome.response = response
             self.w.event("model_response", "DECIDE", {
-                "text": response.text, "tool_calls": [c.model_dump() for c in response.tool_calls],
+                "text": response.text, "reasoning": response.reasoning,
+                "tool_calls": [c.model_dump() for c in response.tool_calls],
                 "usage": response.usage.model_dump(), "cost": response.cost, "latency_seconds": response.latency_seconds,
                 "model": response.model, "finish_reason": response.finish_reason,
             }, step_id=step_id)

@@ -8,10 +8,14 @@ from pydantic import BaseModel, Field
 
 
 class Usage(BaseModel):
+    """Token counts as the provider reports them. `reasoning_tokens` (completion_tokens_details) are part of
+    `completion_tokens` in the OpenAI convention; `pricing.cost_of` also handles providers that count them apart."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
     cached_tokens: int = 0
+    reasoning_tokens: int = 0
 
     def __add__(self, other: "Usage") -> "Usage":
         return Usage(
@@ -19,6 +23,7 @@ class Usage(BaseModel):
             completion_tokens=self.completion_tokens + other.completion_tokens,
             total_tokens=self.total_tokens + other.total_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
         )
 
 
@@ -29,9 +34,15 @@ class ToolCall(BaseModel):
 
 
 class ModelResponse(BaseModel):
-    """One completion. `cost` is USD from the price table, 0 for local models, None when unknown."""
+    """One completion. `cost` is USD from the price table, 0 for local models, None when unknown.
+
+    `text` is the answer without the reasoning: what parsers, scorers and the conversation history see
+    (policy `qitos.models.reasoning.REASONING_POLICY`). `reasoning` is the model's reasoning, kept in full in
+    traces: from the reply's `reasoning_content` / `reasoning` field, or split from a leading think block.
+    """
 
     text: str | None = None
+    reasoning: str | None = None
     tool_calls: list[ToolCall] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     cost: float | None = None

@@ -21,6 +21,7 @@ from typing import Any
 
 from .base import EventSink, ModelConfigError, ModelError, ModelResponse, ToolCall, Usage
 from .file_identity import file_identity
+from .reasoning import split_think, think_tags_for
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _CACHE: dict[tuple[str, int, int], Any] = {}
@@ -85,7 +86,7 @@ class LocalModel:
     provider = "llama.cpp"
 
     def __init__(self, path: str | Path | None = None, *, temperature: float = 0.0, max_tokens: int = 256,
-                 seed: int = 0, n_ctx: int = 8192) -> None:
+                 seed: int = 0, n_ctx: int = 8192, top_p: float | None = None) -> None:
         self.path = Path(path) if path else default_model_path()
         if not self.path.exists():
             raise ModelConfigError(f"GGUF file '{self.path}' does not exist; give `local:<path to .gguf>`")
@@ -94,6 +95,11 @@ class LocalModel:
         self.n_ctx = n_ctx
         self.params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed,
                                        "gguf": self.path.name}
+        if top_p is not None:
+            from .generation import check_generation
+
+            check_generation(top_p=top_p)
+            self.params["top_p"] = top_p
 
     def _fit(self, llm: Any, messages: list[dict[str, Any]], max_tokens: int) -> list[dict[str, Any]]:
         """Drop the oldest non-system turns until the prompt fits the context window."""
@@ -124,13 +130,16 @@ class LocalModel:
         try:
             with lock:  # no reset: llama.cpp reuses the KV cache of the longest shared prompt prefix
                 msgs = self._fit(llm, msgs, int(opts["max_tokens"]))
+                sampling = {"top_p": float(opts["top_p"])} if opts.get("top_p") is not None else {}
                 raw = llm.create_chat_completion(messages=msgs, temperature=opts["temperature"],
-                                                 max_tokens=int(opts["max_tokens"]), seed=int(opts["seed"]))
+                                                 max_tokens=int(opts["max_tokens"]), seed=int(opts["seed"]),
+                                                 **sampling)
         except (ValueError, RuntimeError) as exc:
             raise ModelError(f"local model failed: {exc}") from None
         latency = time.perf_counter() - started
         choice = raw["choices"][0]
-        text = choice["message"].get("content") or ""
+        reasoning, text = split_think(choice["message"].get("content") or "", think_tags_for(self.path.name))
+        text = text or ""
         calls: list[ToolCall] = []
         if tools:
             for match in _TOOL_CALL.finditer(text):
@@ -143,7 +152,7 @@ class LocalModel:
         u = raw.get("usage", {})
         usage = Usage(prompt_tokens=u.get("prompt_tokens", 0), completion_tokens=u.get("completion_tokens", 0),
                       total_tokens=u.get("total_tokens", 0))
-        return ModelResponse(text=text, tool_calls=calls, usage=usage, cost=0.0, latency_seconds=round(latency, 6),
+        return ModelResponse(text=text, reasoning=reasoning, tool_calls=calls, usage=usage, cost=0.0, latency_seconds=round(latency, 6),
                              model=self.name, finish_reason=choice.get("finish_reason"))
 
 

@@ -21,7 +21,9 @@ from urllib.parse import unquote, urlparse
 from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from .base import EventSink, ModelConfigError, ModelError, ModelResponse, ToolCall, Usage
+from .generation import CLIENT_KEYS, DEFAULT_MAX_RETRIES, DEFAULT_REQUEST_TIMEOUT, check_generation
 from .pricing import cost_of
+from .reasoning import DEFAULT_TAGS, parse_think_tags, split_message
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _CLIENT_LOCK = threading.Lock()
@@ -80,8 +82,10 @@ class OpenAICompatModel:
 
     def __init__(self, name: str, *, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
                  temperature: float | None = 0.0, max_tokens: int | None = None, seed: int | None = None,
-                 max_retries: int = 5, backoff_seconds: float = 1.0, max_backoff_seconds: float = 60.0,
-                 request_timeout: float = 120.0, price_table: str | None = None) -> None:
+                 top_p: float | None = None, reasoning_effort: str | None = None,
+                 extra_body: dict[str, Any] | None = None, think_tags: str | None = None,
+                 max_retries: int | None = None, backoff_seconds: float = 1.0, max_backoff_seconds: float = 60.0,
+                 request_timeout: float | None = None, price_table: str | None = None) -> None:
         self.name = name
         base_url = base_url or os.environ.get("OPENAI_BASE_URL")  # the SDK's own variable, honoured the same way
         if not base_url and "/" in name:
@@ -106,10 +110,23 @@ class OpenAICompatModel:
             raise ModelConfigError(
                 f"environment variable {api_key_env} is not set; export your API key there "
                 f"(or name another variable with --api-key-env) to use model '{name}' at {self.shown_url}")
-        self.params: dict[str, Any] = {k: v for k, v in
-                                       (("temperature", temperature), ("max_tokens", max_tokens), ("seed", seed)) if v is not None}
-        self.max_retries, self.backoff, self.max_backoff = max_retries, backoff_seconds, max_backoff_seconds
-        self.request_timeout = request_timeout
+        try:
+            tags = parse_think_tags(think_tags, name)
+        except ValueError as exc:
+            raise ModelConfigError(str(exc)) from None
+        check_generation(top_p=top_p, reasoning_effort=reasoning_effort, extra_body=extra_body,
+                         max_retries=max_retries, request_timeout=request_timeout)
+        self.max_retries = DEFAULT_MAX_RETRIES if max_retries is None else max_retries
+        self.request_timeout = DEFAULT_REQUEST_TIMEOUT if request_timeout is None else request_timeout
+        self.backoff, self.max_backoff = backoff_seconds, max_backoff_seconds
+        # what each call sends (None: not sent), then how it is sent (CLIENT_KEYS: never in the request body);
+        # all of it is the RunSpec's `generation`
+        sent = (("temperature", temperature), ("max_tokens", max_tokens), ("seed", seed), ("top_p", top_p),
+                ("reasoning_effort", reasoning_effort), ("extra_body", extra_body or None))
+        self.params: dict[str, Any] = {k: v for k, v in sent if v is not None}
+        self.params.update(request_timeout=self.request_timeout, max_retries=self.max_retries,
+                           think_tags=list(tags) if tags else None)
+        self.think_tags = tags
         self.price_table = price_table
         self._client = None
 
@@ -137,7 +154,7 @@ class OpenAICompatModel:
                                          http_client=openai.DefaultHttpxClient(verify=shared_ssl_context()))
         return self._client
 
-    def _create(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _create(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         """POST /chat/completions through the SDK (auth, status errors) and return the provider's JSON as is.
 
         `chat.completions.create(**request)` first walks every message and tool through the SDK's TypedDict
@@ -146,7 +163,8 @@ class OpenAICompatModel:
         plain JSON already, so the SDK's documented `post` for raw endpoints sends it unchanged, and the body
         comes back as text for one `json.loads`.
         """
-        text = self._get_client().post("/chat/completions", body=request, cast_to=str, options=_BEARER_AUTH)
+        options = _BEARER_AUTH if timeout is None else {**_BEARER_AUTH, "timeout": timeout}
+        text = self._get_client().post("/chat/completions", body=request, cast_to=str, options=options)
         try:
             body = json.loads(text)
         except json.JSONDecodeError:
@@ -159,10 +177,17 @@ class OpenAICompatModel:
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *,
                  on_event: EventSink | None = None, **params: Any) -> ModelResponse:
         # a parameter given as None is not sent (e.g. a simulated user that leaves sampling to the provider)
-        request = {k: v for k, v in {"model": self.name, "messages": messages, **self.params, **params}.items()
-                   if v is not None}
+        merged = {**self.params, **params}
+        # client settings: None is this model's default (a simulated user's call leaves them to the agent's flags)
+        client = {k: merged.pop(k, None) for k in CLIENT_KEYS}
+        max_retries = self.max_retries if client["max_retries"] is None else int(client["max_retries"])
+        timeout = self.request_timeout if client["request_timeout"] is None else float(client["request_timeout"])
+        tags = self.think_tags if client["think_tags"] is None else (tuple(client["think_tags"]) or None)
+        extra_body = merged.pop("extra_body", None) or {}
+        request = {k: v for k, v in {"model": self.name, "messages": messages, **merged}.items() if v is not None}
         if tools:
             request["tools"] = tools
+        request.update(extra_body)  # verbatim, last: --extra-body may set any field of the request
         backoff = wait_random_exponential(multiplier=self.backoff, max=self.max_backoff)
 
         def wait(state) -> float:
@@ -177,18 +202,18 @@ class OpenAICompatModel:
                                          "error": f"{type(exc).__name__}: {str(exc)[:300]}",
                                          "wait_seconds": round(state.next_action.sleep, 3)})
 
-        retrying = Retrying(stop=stop_after_attempt(self.max_retries + 1), wait=wait,
+        retrying = Retrying(stop=stop_after_attempt(max_retries + 1), wait=wait,
                             retry=retry_if_exception(_retryable), before_sleep=before_sleep, reraise=False)
         try:
             for attempt in retrying:
                 with attempt:
                     started = time.perf_counter()
-                    raw = self._create(request)
+                    raw = self._create(request, timeout)
                     latency = time.perf_counter() - started
-                    return self._to_response(raw, latency, attempt.retry_state.attempt_number)
+                    return self._to_response(raw, latency, attempt.retry_state.attempt_number, tags)
         except RetryError as exc:
             last = exc.last_attempt.exception()
-            raise ModelError(f"model '{self.name}' at {self.shown_url} failed after {self.max_retries + 1} attempts: "
+            raise ModelError(f"model '{self.name}' at {self.shown_url} failed after {max_retries + 1} attempts: "
                              f"{type(last).__name__}: {str(last)[:300]}") from None
         except _BadReply as exc:
             raise ModelError(f"model '{self.name}' at {self.shown_url}: {exc}") from None
@@ -203,7 +228,8 @@ class OpenAICompatModel:
                              f"{str(exc)[:300]}") from None
         raise ModelError("unreachable")  # pragma: no cover
 
-    def _to_response(self, raw: dict[str, Any], latency: float, attempt: int) -> ModelResponse:
+    def _to_response(self, raw: dict[str, Any], latency: float, attempt: int,
+                     tags: tuple[str, str] | None = DEFAULT_TAGS) -> ModelResponse:
         choice = raw["choices"][0] if isinstance(raw["choices"][0], dict) else {}
         message = choice.get("message") or {}
         calls: list[ToolCall] = []
@@ -219,13 +245,16 @@ class OpenAICompatModel:
             calls.append(ToolCall(id=call.get("id") or "", name=function.get("name") or "", arguments=args))
         u = raw.get("usage") or {}
         details = u.get("prompt_tokens_details") or {}
+        completion_details = u.get("completion_tokens_details") or {}
         usage = Usage(
             prompt_tokens=u.get("prompt_tokens") or 0, completion_tokens=u.get("completion_tokens") or 0,
             total_tokens=u.get("total_tokens") or 0, cached_tokens=details.get("cached_tokens") or 0,
+            reasoning_tokens=completion_details.get("reasoning_tokens") or 0,
         )
         model_id = raw.get("model") or self.name
+        reasoning, answer = split_message(message, tags)
         return ModelResponse(
-            text=message.get("content"), tool_calls=calls, usage=usage, cost=cost_of(model_id, usage, self.price_table),
+            text=answer, reasoning=reasoning, tool_calls=calls, usage=usage, cost=cost_of(model_id, usage, self.price_table),
             latency_seconds=round(latency, 6), model=model_id, finish_reason=choice.get("finish_reason"),
             attempt=attempt, raw=raw,
         )

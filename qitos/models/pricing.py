@@ -38,4 +38,15 @@ def cost_of(model_id: str, usage: Usage, override: str | None = None) -> float |
     cached = min(usage.cached_tokens, usage.prompt_tokens)
     fresh = usage.prompt_tokens - cached
     cached_rate = price.get("cached_input", price["input"])
-    return round((fresh * price["input"] + cached * cached_rate + usage.completion_tokens * price["output"]) / 1e6, 8)
+    output = usage.completion_tokens + reasoning_apart(usage)
+    return round((fresh * price["input"] + cached * cached_rate + output * price["output"]) / 1e6, 8)
+
+
+def reasoning_apart(usage: Usage) -> int:
+    """Reasoning tokens billed on top of `completion_tokens`: 0 in the OpenAI convention (completion_tokens
+    includes them); all of them where a provider counts them apart, which its total shows
+    (total = prompt + completion + reasoning)."""
+    r = usage.reasoning_tokens
+    if r and usage.total_tokens >= usage.prompt_tokens + usage.completion_tokens + r:
+        return r
+    return 0

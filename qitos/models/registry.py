@@ -1,8 +1,9 @@
 """Resolve the `--model-name` flag to a model adapter.
 
 `local` or `local:<gguf path>` → embedded llama.cpp; `scripted:<jsonl>` → scripted responses;
-`replay:<run dir>` → recorded responses of a trace; anything else → an OpenAI-compatible model
-at `--base-url`.
+`replay:<run dir>` → recorded responses of a trace; `vllm/<hf id>`, `sglang/<hf id>`,
+`llamacpp/<gguf>` → a server `qit bench run` starts (qitos.models.serve); anything else → an
+OpenAI-compatible model at `--base-url`.
 """
 
 from __future__ import annotations
@@ -33,7 +34,20 @@ def resolve_model(name: str, *, base_url: str | None = None, api_key_env: str = 
             kwargs["temperature"] = temperature
         if max_tokens is not None:
             kwargs["max_tokens"] = max_tokens
+        if extra.get("top_p") is not None:
+            kwargs["top_p"] = extra.pop("top_p")
+        endpoint_only = [k for k in ("reasoning_effort", "extra_body", "request_timeout", "max_retries")
+                         if extra.get(k) is not None]
+        if endpoint_only:
+            flags = ", ".join("--" + k.replace("_", "-") for k in endpoint_only)
+            raise ModelConfigError(f"{flags}: for OpenAI-compatible servers; the embedded model runs in process "
+                                   f"(serve it with --model-name llamacpp/{path or ''} to use {flags})")
         return LocalModel(path, **kwargs)
+    from .serve import server_kind
+
+    if server_kind(name) is not None:
+        raise ModelConfigError(f"--model-name {name}: a server QitOS starts, only in `qit bench run` "
+                               "(elsewhere, serve it yourself and pass --base-url)")
     if name.startswith("scripted:"):
         from .scripted import ScriptedModel
 

@@ -206,8 +206,26 @@ class ConfigCatalog:
                                  run_names=[r["trace_run_dir"] for r in group])
             out.append(_finish(conf, traces))
         out.sort(key=lambda c: (c.benchmark or "", c.split or "", c.subset or "", -(c.success_rate or -1), c.id))
-        _name_uniquely(out)
+        _name_uniquely(out, self._generation)
         return out
+
+    def _generation(self, conf: Configuration) -> dict[str, Any]:
+        """The generation controls (and the server) of a configuration, from its first trace's RunSpec."""
+        import json
+
+        for name in conf.run_names:
+            if not name:
+                continue
+            try:
+                manifest = json.loads((self.index.logdir / name / "manifest.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            spec = manifest.get("run_spec") if isinstance(manifest, dict) else None
+            if isinstance(spec, dict):
+                gen = spec.get("generation") if isinstance(spec.get("generation"), dict) else {}
+                server = spec.get("model_server") if isinstance(spec.get("model_server"), dict) else {}
+                return {**gen, **({"server": f"{server.get('name')} {server.get('version')}"} if server else {})}
+        return {}
 
 
 def _file_state(path: Path) -> tuple[int, int]:
@@ -218,11 +236,26 @@ def _file_state(path: Path) -> tuple[int, int]:
     return (st.st_mtime_ns, st.st_size)
 
 
-def _name_uniquely(confs: list[Configuration]) -> None:
-    """Recipe · model, plus split/subset, results file or fingerprint where needed to tell them apart."""
-    steps: list[Callable[[Configuration], str]] = [
-        lambda c: "/".join(x for x in (c.split, c.subset) if x), lambda c: c.source_label,
-        lambda c: (c.run_spec_ref or "")[:8], lambda c: c.id]
+def _settings_apart(group: list[Configuration], generation: Callable[[Configuration], dict[str, Any]]) -> dict[str, str]:
+    """`top_p=0.9, extra_body=...`: the generation controls that differ within a group of configurations."""
+    import json
+
+    gens = {c.id: generation(c) for c in group}
+    keys = sorted({k for g in gens.values() for k in g
+                   if len({json.dumps(other.get(k), sort_keys=True) for other in gens.values()}) > 1})
+    show = lambda v: v if isinstance(v, str) else json.dumps(v, sort_keys=True)  # noqa: E731
+    return {ident: ", ".join(f"{k}={show(g.get(k))}" for k in keys) for ident, g in gens.items()}
+
+
+def _name_uniquely(confs: list[Configuration],
+                   generation: Callable[[Configuration], dict[str, Any]] | None = None) -> None:
+    """Recipe · model, plus split/subset, the generation controls that differ (top_p, extra_body, the server...),
+    results file or fingerprint where needed to tell them apart."""
+    steps: list[Callable[[list[Configuration]], dict[str, str]]] = [
+        lambda g: {c.id: "/".join(x for x in (c.split, c.subset) if x) for c in g},
+        lambda g: _settings_apart(g, generation) if generation else {},
+        lambda g: {c.id: c.source_label for c in g},
+        lambda g: {c.id: (c.run_spec_ref or "")[:8] for c in g}, lambda g: {c.id: c.id for c in g}]
     names = {c.id: c.base_name for c in confs}
     for step in steps:
         seen: dict[tuple[str | None, str], list[Configuration]] = {}
@@ -232,8 +265,9 @@ def _name_uniquely(confs: list[Configuration]) -> None:
         if not clashes:
             break
         for group in clashes:
+            extras = step(group)
             for c in group:
-                extra = step(c)
+                extra = extras.get(c.id)
                 if extra:
                     names[c.id] += f" · {extra}"
     for c in confs:

@@ -110,6 +110,32 @@ def text_differs(a: list[StepDigest], b: list[StepDigest]) -> list[int]:
     return [i for i, (sa, sb) in enumerate(zip(a, b)) if sa.action == sb.action and sa.text != sb.text]
 
 
+def reasoning_differs(a: list[StepDigest], b: list[StepDigest]) -> list[int]:
+    """Positions where both runs have a step and the model's reasoning differs."""
+    return [i for i, (sa, sb) in enumerate(zip(a, b)) if sa.reasoning != sb.reasoning]
+
+
+def reasoning_diff(a: str | None, b: str | None, context: int = 2, limit: int = 400) -> dict[str, Any] | None:
+    """A line diff of two steps' reasoning: unchanged lines near changes, `-` only in A, `+` only in B."""
+    import difflib
+
+    la, lb = (a or "").splitlines(), (b or "").splitlines()
+    if la == lb:
+        return None
+    lines: list[tuple[str, str]] = []
+    removed = added = 0
+    for group in difflib.SequenceMatcher(a=la, b=lb, autojunk=False).get_grouped_opcodes(context):
+        if lines:
+            lines.append((" ", "…"))
+        for op, i1, i2, j1, j2 in group:
+            if op == "equal":
+                lines += [(" ", x) for x in la[i1:i2]]
+                continue
+            lines += [("-", x) for x in la[i1:i2]] + [("+", x) for x in lb[j1:j2]]
+            removed, added = removed + i2 - i1, added + j2 - j1
+    return {"lines": lines[:limit], "removed": removed, "added": added, "truncated": len(lines) > limit}
+
+
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 

@@ -91,6 +91,7 @@ class StepDigest:
     latency: float
     parser_ok: bool | None
     tool_error: bool
+    reasoning: str = ""  # digest of the model's reasoning (kept apart from the text)
 
 
 def step_digest(line: int, rec: dict[str, Any]) -> StepDigest:
@@ -116,6 +117,7 @@ def step_digest(line: int, rec: dict[str, Any]) -> StepDigest:
         latency=float(rec.get("latency_seconds") or 0.0),
         parser_ok=parser.get("ok") if parser else None,
         tool_error=any(isinstance(i, dict) and i.get("status") == "error" for i in invocations),
+        reasoning=_digest(response.get("reasoning")),
     )
 
 

@@ -30,6 +30,8 @@ REPRODUCIBILITY = (
     ("prompt hash", ("prompt_hash",), None),
     ("tool manifest hash", ("tool_manifest_hash",), None),
     ("generation", None, ("run_spec", "generation")),
+    ("reasoning policy", None, ("run_spec", "reasoning_policy")),
+    ("model server", None, ("run_spec", "model_server")),
     ("seed", ("seed",), ("run_spec", "seed")),
     ("budget", None, ("run_spec", "budget")),
     ("git SHA", ("git_sha",), ("run_spec", "git_sha")),
@@ -41,7 +43,8 @@ REPRODUCIBILITY = (
 )
 
 # What names a side of a comparison, most telling first.
-NAMING_ORDER = ("metadata.recipe", "model_name", "model_provider", "base_url_host", "generation", "prompt_protocol",
+NAMING_ORDER = ("metadata.recipe", "model_name", "model_provider", "base_url_host", "model_server", "generation",
+                "reasoning_policy", "prompt_protocol",
                 "parser_name", "toolset_name", "budget", "seed", "benchmark_name", "benchmark_split",
                 "benchmark_subset", "metadata")
 

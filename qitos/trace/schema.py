@@ -24,6 +24,7 @@ class TokenUsage(_Record):
     completion_tokens: int = 0
     total_tokens: int = 0
     cached_tokens: int = 0
+    reasoning_tokens: int = 0
 
 
 class Event(_Record):

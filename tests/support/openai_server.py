@@ -31,6 +31,9 @@ class Reply:
     completion_tokens: int = 5
     cached_tokens: int = 0
     model: str | None = None
+    message_extra: dict[str, Any] = field(default_factory=dict)  # e.g. reasoning_content (vLLM, SGLang, DeepSeek)
+    reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens
+    total_tokens: int | None = None  # default prompt + completion
 
 
 @dataclass
@@ -67,10 +70,14 @@ def completion_body(reply: Reply, model: str) -> dict[str, Any]:
         "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
         "model": reply.model or model,
         "choices": [{"index": 0, "finish_reason": "tool_calls" if calls else "stop",
-                     "message": {"role": "assistant", "content": reply.text, "tool_calls": calls or None}}],
+                     "message": {"role": "assistant", "content": reply.text, "tool_calls": calls or None,
+                                 **reply.message_extra}}],
         "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
-                  "total_tokens": reply.prompt_tokens + reply.completion_tokens,
-                  "prompt_tokens_details": {"cached_tokens": reply.cached_tokens}},
+                  "total_tokens": reply.total_tokens if reply.total_tokens is not None
+                  else reply.prompt_tokens + reply.completion_tokens,
+                  "prompt_tokens_details": {"cached_tokens": reply.cached_tokens},
+                  **({"completion_tokens_details": {"reasoning_tokens": reply.reasoning_tokens}}
+                     if reply.reasoning_tokens is not None else {})},
     }
 
 

@@ -61,7 +61,8 @@ def test_llm_user_prompt_history_and_events(retail: DomainData, protocol: Upstre
     task = retail.task("test", 0)
     assert env.reset().observation == "Hi, I need to return something."
     messages, params = model.calls[0]
-    assert params == {"temperature": 0.0, "seed": None, "max_tokens": None}  # None: not sent
+    assert params == {"temperature": 0.0, "seed": None, "max_tokens": None, "top_p": None, "reasoning_effort": None,
+                      "extra_body": None}  # None: not sent
     assert messages[0]["role"] == "system"
     assert messages[0]["content"].startswith("You are a user interacting with an agent.\n\nInstruction: ")
     assert task.instruction in messages[0]["content"] and "###STOP###" in messages[0]["content"]
@@ -128,11 +129,13 @@ def test_model_without_text_is_an_error_where_upstream_parses(protocol: Upstream
 def test_unset_user_sampling_is_not_sent(protocol: UpstreamProtocol) -> None:
     model = FakeModel(["hi"])
     make_user("llm", model, protocol=protocol).reset("You are X.")
-    assert model.calls[0][1] == {"temperature": None, "seed": None, "max_tokens": None}
+    # the agent model's own top_p / reasoning_effort / extra_body are masked too when the user shares its model
+    assert model.calls[0][1] == {"temperature": None, "seed": None, "max_tokens": None, "top_p": None,
+                                 "reasoning_effort": None, "extra_body": None}
     model = FakeModel(["hi"])
     make_user("verify", model, protocol=protocol, temperature=1.0, seed=7)
     with pytest.raises(TypeError, match="sampling"):
-        make_user("llm", model, protocol=protocol, top_p=0.5)
+        make_user("llm", model, protocol=protocol, top_k=5)  # server-specific fields go in extra_body
 
 
 def test_human_user_reads_input() -> None:

@@ -225,8 +225,8 @@ class TauBenchAdapter(BenchmarkAdapter):
         if strategy in ("scripted", "human") or (cfg.recipe or self.default_recipe) == "oracle":
             return f"simulated user: {strategy if cfg.recipe != 'oracle' else 'scripted (oracle)'}"
         model = options.get("user_model") or f"{cfg.model.model_name} (the agent's model)"
-        sampling = ", ".join(f"{k}={options[f'user_{k}']}" for k in ("temperature", "seed")
-                             if options.get(f"user_{k}") is not None)
+        keys = ("temperature", "seed", "top_p", "reasoning_effort", "request_timeout", "max_retries", "extra_body")
+        sampling = ", ".join(f"{k}={options[f'user_{k}']}" for k in keys if options.get(f"user_{k}") is not None)
         return f"simulated user: {strategy}, model {model}, sampling {sampling or 'not sent (as upstream)'}"
 
     def evaluate(self, task: Task, result: "RunResult", runtime: TaskRuntime) -> Evaluation:

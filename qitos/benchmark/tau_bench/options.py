@@ -25,6 +25,16 @@ class TauOptions(BenchmarkOptions):
     user_temperature: float | None = option(None, "the user's temperature (default: not sent, as upstream)",
                                             flag="--user-temperature", ge=0)
     user_seed: int | None = option(None, "the user's seed (default: not sent, as upstream)", flag="--user-seed")
+    user_top_p: float | None = option(None, "the user's top_p (default: not sent, as upstream)", flag="--user-top-p",
+                                      ge=0, le=1)
+    user_reasoning_effort: str | None = option(None, "the user's reasoning effort (default: not sent)",
+                                               flag="--user-reasoning-effort")
+    user_request_timeout: float | None = option(None, "seconds per user model request (default: the model's own)",
+                                                flag="--user-request-timeout", gt=0)
+    user_max_retries: int | None = option(None, "retries per user model request (default: the model's own)",
+                                          flag="--user-max-retries", ge=0)
+    user_extra_body: str | None = option(None, "JSON object sent verbatim in each user request (default: none)",
+                                         flag="--user-extra-body")
     user_replies: str | None = option(None, "scripted user: a JSON list of replies, or a file with one a line")
     start_index: int = option(0, "first task index of the split (upstream --start-index)", ge=0)
     end_index: int = option(-1, "task index to stop before; -1: to the end (upstream --end-index)",

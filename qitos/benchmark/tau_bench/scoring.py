@@ -304,14 +304,21 @@ def user_replies(value: Any) -> list[str] | None:
 
 
 def user_sampling(options: dict[str, Any]) -> dict[str, Any]:
-    """``--user-temperature`` / ``--user-seed`` (options ``user_temperature``, ``user_seed``); unset ones are absent."""
+    """``--user-temperature``, ``--user-seed``, ``--user-top-p``, ``--user-reasoning-effort``,
+    ``--user-request-timeout``, ``--user-max-retries``, ``--user-extra-body`` (options ``user_<name>``); unset
+    ones are absent."""
+    import json
+
     out: dict[str, Any] = {}
-    for key, kind in (("temperature", float), ("seed", int)):
+    kinds = (("temperature", float), ("seed", int), ("top_p", float), ("reasoning_effort", str),
+             ("request_timeout", float), ("max_retries", int), ("extra_body", json.loads))
+    for key, kind in kinds:
         value = options.get(f"user_{key}")
         if value is None or value == "":
             continue
         try:
             out[key] = kind(value)
         except (TypeError, ValueError):
-            raise ValueError(f"--user-{key} {value!r} is not a valid {kind.__name__}") from None
+            name = "JSON object" if key == "extra_body" else kind.__name__
+            raise ValueError(f"--user-{key.replace('_', '-')} {value!r} is not a valid {name}") from None
     return out

@@ -33,7 +33,9 @@ Emit = Callable[[str, dict[str, Any]], None]
 Message = dict[str, Any]
 USER_STRATEGIES = ("llm", "react", "verify", "reflection", "scripted", "human")
 # Parameters the user sends only when set (upstream sends none of them); max_tokens is never sent.
-SAMPLING_KEYS = ("temperature", "seed")
+# temperature, seed, top_p, reasoning_effort, extra_body: sent only when --user-* sets them; request_timeout,
+# max_retries: None is the model's own setting (the agent's flags when the user shares its model)
+SAMPLING_KEYS = ("temperature", "seed", "top_p", "reasoning_effort", "extra_body", "request_timeout", "max_retries")
 
 
 @runtime_checkable
@@ -76,7 +78,8 @@ class LLMUser:
         self.model = model
         self.protocol = protocol
         # None = not sent (it also masks the agent model's own defaults when the user shares its model)
-        self.params: dict[str, Any] = {"temperature": None, "seed": None, "max_tokens": None, **params}
+        self.params: dict[str, Any] = {"temperature": None, "seed": None, "max_tokens": None, "top_p": None,
+                                       "reasoning_effort": None, "extra_body": None, **params}
         self.emit = emit
         self.history: list[Message] = []
         self.calls = 0

@@ -12,7 +12,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from ..diff import RUN_METRICS, config_diff, first_divergence, metric_deltas, run_metrics, text_differs
+from ..diff import (RUN_METRICS, config_diff, first_divergence, metric_deltas, reasoning_diff, reasoning_differs,
+                    run_metrics, text_differs)
 from ..board import Board
 from ..spectree import build_tree, reproducibility, side_names
 from .common import board_of, int_param, page
@@ -59,12 +60,15 @@ def compare_page(request: Request) -> HTMLResponse:
         sides.append(step_list)
         problems += [f"{name}: {x}" for x in f.problems() + steps.problems + event_problems]
     text_only = set(text_differs(*digests))
+    thought_apart = set(reasoning_differs(*digests))
     rows: list[dict[str, Any]] = []
     for i in range(offset, min(positions, offset + PAIRS_PER_PAGE)):
         left = sides[0][i - offset] if i - offset < len(sides[0]) else None
         right = sides[1][i - offset] if i - offset < len(sides[1]) else None
+        diff = reasoning_diff(_reasoning(left), _reasoning(right)) if i in thought_apart and left and right else None
         rows.append({"position": i + 1, "a": left, "b": right, "diverged": bool(divergence and divergence.position == i),
-                     "after": bool(divergence and i > divergence.position), "text_only": i in text_only})
+                     "after": bool(divergence and i > divergence.position), "text_only": i in text_only,
+                     "reasoning_diff": diff})
     outcomes = [_outcome(board.index.get(a)), _outcome(board.index.get(b))]
     metrics = metric_deltas({**outcomes[0], **run_metrics(views[0].data, len(digests[0]))},
                             {**outcomes[1], **run_metrics(views[1].data, len(digests[1]))}, ["success", "score", *RUN_METRICS])
@@ -77,6 +81,11 @@ def compare_page(request: Request) -> HTMLResponse:
                 rows=rows, pager=p, problems=problems, text_only=len(text_only),
                 repro=reproducibility(views[0].data, views[1].data), name_a=name_a, name_b=name_b,
                 run_tree=build_tree(specs[0], specs[1], compare=True), exp_tree=build_tree(exps[0], exps[1], compare=True))
+
+
+def _reasoning(sv: Any) -> str | None:
+    response = sv.step.get("model_response") if isinstance(sv.step.get("model_response"), dict) else {}
+    return response.get("reasoning") if isinstance(response.get("reasoning"), str) else None
 
 
 def _outcome(row: dict[str, Any] | None) -> dict[str, Any]:
