@@ -60,7 +60,8 @@ def test_a_default_written_in_is_the_same_configuration(tmp_path, tau_data):
     assert spec["benchmark_subset"] == "retail"
     assert spec["metadata"]["options"] == {
         "user_strategy": "llm", "user_model": None, "user_temperature": None, "user_seed": None,
-        "user_replies": None, "start_index": 0, "end_index": -1, "shuffle": False, "run_seed": 10,
+        "user_top_p": None, "user_reasoning_effort": None, "user_request_timeout": None, "user_max_retries": None,
+        "user_extra_body": None, "user_replies": None, "start_index": 0, "end_index": -1, "shuffle": False, "run_seed": 10,
         "num_few_shots": 5}
     other = qit(*base, "--recipe", "oracle", "--option", "start_index=1", "--output", str(output), cwd=tmp_path, env=env)
     assert other.returncode == 2 and "metadata.options.start_index 0 -> 1" in other.stderr, other.stderr
