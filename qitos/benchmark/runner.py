@@ -213,6 +213,8 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
         raise BenchmarkUsageError(f"--limit {cfg.load.limit}: must be at least 1 (leave it out to run every task)")
     if cfg.executor not in ("local", "ray"):
         raise BenchmarkUsageError(f"--executor '{cfg.executor}' is not known; use local or ray")
+    if cfg.ray_resources and cfg.executor != "ray":
+        raise BenchmarkUsageError("--ray-resources is for --executor ray (the local executor places nothing)")
     if cfg.agent_processes not in (None, "task", "batch"):
         raise BenchmarkUsageError(f"--agent-processes {cfg.agent_processes}: use task or batch")
     recipe = resolve_recipe(adapter, cfg)
@@ -252,6 +254,9 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
     jobs = [(t, trial) for t, trial in all_jobs if (t.id, trial) not in done]
     if cfg.executor == "ray" and jobs and not cfg.dry_run:
         connect_ray(cfg.ray_address)  # last check before anything is written: a cluster that is not there
+        from .cluster.placement import check_placement
+
+        check_placement(cfg, adapter, [t for t, _ in jobs])  # ... or no node with what a task needs
     return BatchPlan(cfg, adapter, tasks, jobs, len(all_jobs) - len(jobs), output, spec, experiment, ctx, warnings)
 
 
