@@ -23,9 +23,10 @@ from tests.support.openai_server import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 RAY_ENV = {"RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0", "RAY_USAGE_STATS_ENABLED": "0"}
-# a node whose raylet is gone is declared dead after about 3 missed 1 s health checks (default: about 30 s)
-FAST_DEATH = {"RAY_health_check_initial_delay_ms": "1000", "RAY_health_check_period_ms": "1000",
-              "RAY_health_check_timeout_ms": "1000", "RAY_health_check_failure_threshold": "3"}
+# a node whose raylet is gone is declared dead after about 5 missed health checks, 1 s apart (default: about 30 s);
+# each check may take 3 s, so a node slow under load is not taken for dead
+FAST_DEATH = {"RAY_health_check_initial_delay_ms": "5000", "RAY_health_check_period_ms": "1000",
+              "RAY_health_check_timeout_ms": "3000", "RAY_health_check_failure_threshold": "5"}
 
 
 def ray_cli() -> str:
@@ -51,11 +52,16 @@ class RayNodes:
     ids: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        import secrets
+
         self.temp = Path("/tmp") / f"qitos-ray-{os.getpid()}-{self.port}"  # Ray's socket paths must stay short
         self.address = f"127.0.0.1:{self.port}"
+        # Ray's token authentication, as a real cluster has it: every node and driver holds the cluster's token
+        self.auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        return {**os.environ, **RAY_ENV, "PYTHONPATH": str(REPO), **(extra or {})}
+        """The environment of a node or driver of this cluster (`qit` included)."""
+        return {**os.environ, **RAY_ENV, **self.auth, "PYTHONPATH": str(REPO), **(extra or {})}
 
     def _ports(self) -> list[str]:
         low = free_port()

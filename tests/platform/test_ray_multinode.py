@@ -52,8 +52,9 @@ def cluster(tmp_path_factory):
     try:
         nodes.start_head()
         nodes.start_worker("vm", {"osworld_vm": 2, "docker": 1, "pool": 4}, cpus=1)
+        nodes.wait_for(["vm"])  # one at a time: two raylets registering at once overload a 2-core machine
         nodes.start_worker("odd", {"odd_data": 4}, cpus=1, env={"QITOS_DATA_DIR": str(odd_data)})
-        nodes.wait_for(["vm", "odd"])
+        nodes.wait_for(["odd"])
         yield nodes
     finally:
         nodes.stop()
@@ -61,7 +62,7 @@ def cluster(tmp_path_factory):
 
 def _run(tmp_path: Path, cluster: RayNodes, *args, timeout: int = 300):
     return qit("bench", "run", "--executor", "ray", "--ray-address", cluster.address, *args, cwd=tmp_path,
-               env=RAY_ENV, timeout=timeout)
+               env={**RAY_ENV, **cluster.auth}, timeout=timeout)
 
 
 def test_jobs_land_on_the_node_with_the_resource_and_a_relative_root_works(tmp_path, cluster):
