@@ -92,6 +92,7 @@ def connect_ray(address: str | None) -> None:
         _use_local_token()
     else:
         extra["resources"] = local_resources()
+    handlers = _stop_handlers()
     try:
         ray.init(address=address or "local", ignore_reinit_error=True, log_to_driver=False, include_dashboard=False,
                  **extra)
@@ -99,3 +100,27 @@ def connect_ray(address: str | None) -> None:
         reason = " ".join(str(exc).split())[:200] or type(exc).__name__
         fix = RAY_AUTH_FIX if _auth_refused(exc) else RAY_FIX
         raise BenchmarkUsageError(f"{where}: cannot connect to Ray ({reason}); {fix}") from None
+    finally:
+        _restore(handlers)
+    if not address:
+        from .guard import start
+
+        start()  # the local instance's processes end with qit, even when qit is SIGKILLed
+
+
+def _stop_handlers() -> dict:
+    """qit's SIGTERM/SIGHUP handlers (Ctrl-C's path), which `ray.init` replaces by an immediate `sys.exit`."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
+
+
+def _restore(handlers: dict) -> None:
+    import signal
+
+    for sig, handler in handlers.items():
+        if handler is not None and signal.getsignal(sig) is not handler:
+            signal.signal(sig, handler)

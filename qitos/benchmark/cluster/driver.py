@@ -76,6 +76,7 @@ def run_ray(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: int,
             address: str | None) -> None:
     import ray
 
+    from ..lifetime import Stopped, on_stop_signals
     from .connect import connect_ray
 
     connect_ray(address)
@@ -84,8 +85,20 @@ def run_ray(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: int,
     logdir = Path(ctx.cfg.trace_logdir)
     pending: deque[tuple[Task, int, list[str]]] = deque((task, trial, []) for task, trial in jobs)
     refs: dict = {}
+    # A stop signal is only noted here and acted on between waits: raised inside Ray's calls, it would come
+    # back as a plain KeyboardInterrupt (the signal lost) or not at all.
+    received: list[int] = []
+    with on_stop_signals(received.append):
+        _loop(ctx, pending, refs, concurrency, on_result, remote, shipment, logdir, received, Stopped)
+
+
+def _loop(ctx, pending, refs, concurrency, on_result, remote, shipment, logdir, received, stopped) -> None:
+    import ray
+
     try:
         while pending or refs:
+            if received:
+                raise stopped(received[0])
             while pending and len(refs) < concurrency:
                 task, trial, lost = pending.popleft()
                 options = ray_options(job_needs(ctx.cfg, ctx.adapter, task))
