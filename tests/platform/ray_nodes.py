@@ -76,9 +76,10 @@ class RayNodes:
                                              "--disable-usage-stats", *args],
                                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
-    def start_head(self, cpus: int = 1) -> None:
+    def start_head(self, cpus: int = 1, resources: dict[str, float] | None = None) -> None:
+        extra = [f"--resources={json.dumps(resources)}"] if resources else []
         self._start("head", ["--head", f"--port={self.port}", f"--num-cpus={cpus}", "--include-dashboard=false",
-                             f"--temp-dir={self.temp}", *self._ports()], self.env(FAST_DEATH))
+                             f"--temp-dir={self.temp}", *extra, *self._ports()], self.env(FAST_DEATH))
         deadline = time.monotonic() + 120
         while not _listening(self.port):
             if self.procs["head"].poll() is not None or time.monotonic() > deadline:
