@@ -13,8 +13,9 @@ from __future__ import annotations
 import io
 import tarfile
 from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from qitos.core.task import Task
 
@@ -72,59 +73,84 @@ def _lost_row(ctx: JobContext, task: Task, trial: int, reasons: list[str]) -> Be
     return row
 
 
+@dataclass
+class _Batch:
+    """The driver's state of one batch on Ray: jobs waiting, jobs in flight, stop signals received."""
+
+    ctx: JobContext
+    pending: deque  # (task, trial, reasons it was lost so far)
+    on_result: OnResult
+    concurrency: int
+    remote: Any
+    shipment: Any
+    refs: dict = field(default_factory=dict)
+    received: list[int] = field(default_factory=list)
+
+    def submit(self) -> None:
+        while self.pending and len(self.refs) < self.concurrency:
+            task, trial, lost = self.pending.popleft()
+            options = ray_options(job_needs(self.ctx.cfg, self.ctx.adapter, task))
+            ref = self.remote.options(**options).remote(self.shipment, task.model_dump_json(), trial, len(lost) + 1,
+                                                        lost[0] if lost else None)
+            self.refs[ref] = (task, trial, lost)
+
+    def take(self, ref: Any) -> None:
+        """One finished job: its row appended (via on_result), or, when its node was lost, a second try."""
+        import ray
+
+        task, trial, lost = self.refs.pop(ref)
+        try:
+            row_data, packed = ray.get(ref)
+        except Exception as exc:  # noqa: BLE001 - the job itself never raises: its node or worker failed
+            if not node_lost(exc):
+                self.cancel()
+                raise _worker_failed(exc) from None
+            lost = [*lost, _one_line(exc, 200)]
+            if len(lost) <= RETRIES:
+                self.pending.appendleft((task, trial, lost))
+            else:
+                self.on_result(task, trial, _lost_row(self.ctx, task, trial, lost))
+            return
+        row = _received(row_data, packed, Path(self.ctx.cfg.trace_logdir)) if row_data is not None else None
+        self.on_result(task, trial, row)
+
+    def cancel(self) -> None:
+        import ray
+
+        for ref in self.refs:
+            ray.cancel(ref, force=True)
+
+    def run(self) -> None:
+        import ray
+
+        from ..lifetime import Stopped
+
+        try:
+            while self.pending or self.refs:
+                if self.received:
+                    raise Stopped(self.received[0])
+                self.submit()
+                ready, _ = ray.wait(list(self.refs), num_returns=1, timeout=0.5)
+                if ready:
+                    ready, _ = ray.wait(list(self.refs), num_returns=len(self.refs), timeout=0)
+                for ref in ready:
+                    self.take(ref)
+        except KeyboardInterrupt:
+            self.cancel()
+            raise
+
+
 def run_ray(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: int, on_result: OnResult,
             address: str | None) -> None:
     import ray
 
-    from ..lifetime import Stopped, on_stop_signals
+    from ..lifetime import on_stop_signals
     from .connect import connect_ray
 
     connect_ray(address)
-    shipment = ray.put(build_shipment(ctx))
-    remote = ray.remote(run_shipped_job)
-    logdir = Path(ctx.cfg.trace_logdir)
-    pending: deque[tuple[Task, int, list[str]]] = deque((task, trial, []) for task, trial in jobs)
-    refs: dict = {}
+    batch = _Batch(ctx=ctx, pending=deque((task, trial, []) for task, trial in jobs), on_result=on_result,
+                   concurrency=concurrency, remote=ray.remote(run_shipped_job), shipment=ray.put(build_shipment(ctx)))
     # A stop signal is only noted here and acted on between waits: raised inside Ray's calls, it would come
     # back as a plain KeyboardInterrupt (the signal lost) or not at all.
-    received: list[int] = []
-    with on_stop_signals(received.append):
-        _loop(ctx, pending, refs, concurrency, on_result, remote, shipment, logdir, received, Stopped)
-
-
-def _loop(ctx, pending, refs, concurrency, on_result, remote, shipment, logdir, received, stopped) -> None:
-    import ray
-
-    try:
-        while pending or refs:
-            if received:
-                raise stopped(received[0])
-            while pending and len(refs) < concurrency:
-                task, trial, lost = pending.popleft()
-                options = ray_options(job_needs(ctx.cfg, ctx.adapter, task))
-                ref = remote.options(**options).remote(shipment, task.model_dump_json(), trial, len(lost) + 1,
-                                                       lost[0] if lost else None)
-                refs[ref] = (task, trial, lost)
-            ready, _ = ray.wait(list(refs), num_returns=1, timeout=0.5)
-            if ready:
-                ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0)
-            for ref in ready:
-                task, trial, lost = refs.pop(ref)
-                try:
-                    row_data, packed = ray.get(ref)
-                except Exception as exc:  # noqa: BLE001 - the job itself never raises: its node or worker failed
-                    if not node_lost(exc):
-                        for other in refs:
-                            ray.cancel(other, force=True)
-                        raise _worker_failed(exc) from None
-                    lost = [*lost, _one_line(exc, 200)]
-                    if len(lost) <= RETRIES:
-                        pending.appendleft((task, trial, lost))
-                    else:
-                        on_result(task, trial, _lost_row(ctx, task, trial, lost))
-                    continue
-                on_result(task, trial, _received(row_data, packed, logdir) if row_data is not None else None)
-    except KeyboardInterrupt:
-        for ref in refs:
-            ray.cancel(ref, force=True)
-        raise
+    with on_stop_signals(batch.received.append):
+        batch.run()
