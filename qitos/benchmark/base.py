@@ -219,6 +219,15 @@ class BenchmarkAdapter:
                 h.update(json.dumps(self.golds.get(task.id), sort_keys=True, default=_stable_json).encode())
         return h.hexdigest()[:16]
 
+    def cluster_resources(self, task: Task, load: LoadOptions) -> dict[str, float]:
+        """Custom Ray resources a job of `task` needs on its node (`osworld_vm`, `docker`, `kvm`; see
+        `cluster.placement`); none by default."""
+        return {}
+
+    def shipped_files(self, load: LoadOptions) -> list[Path]:
+        """Files beside a `--root` file that travel with it to Ray nodes (e.g. the files a task names)."""
+        return []
+
     def default_budget(self) -> Budget:
         return Budget(max_steps=30)
 

@@ -71,6 +71,7 @@ class RunConfig(BaseModel):
     executor: str = "local"
     workers: int | str = "auto"  # local executor: processes sharing `concurrency`; "auto": see runner.auto_workers
     ray_address: str | None = None
+    ray_resources: dict[str, float] = Field(default_factory=dict)  # what every Ray job asks for (cluster.placement)
     retry_errors: bool = False
     force: bool = False
     dry_run: bool = False

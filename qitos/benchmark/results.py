@@ -50,6 +50,7 @@ class BenchmarkRunResult(BaseModel):
     run_spec_ref: str | None = None
     error: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    placement: dict[str, Any] | None = None  # where a Ray job ran: node id, host, provider instance, attempt
 
 
 _FIELDS = frozenset(BenchmarkRunResult.model_fields)

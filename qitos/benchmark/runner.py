@@ -221,6 +221,8 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
     cfg.load = adapter.resolve_load(cfg.load)  # defaults written in: the RunSpec and rows record what ran
     if cfg.executor not in ("local", "ray"):
         raise BenchmarkUsageError(f"--executor '{cfg.executor}' is not known; use local or ray")
+    if cfg.ray_resources and cfg.executor != "ray":
+        raise BenchmarkUsageError("--ray-resources is for --executor ray (the local executor places nothing)")
     if cfg.agent_processes not in (None, "task", "batch"):
         raise BenchmarkUsageError(f"--agent-processes {cfg.agent_processes}: use task or batch")
     recipe = resolve_recipe(adapter, cfg)
@@ -270,6 +272,9 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
     jobs = [(t, trial) for t, trial in all_jobs if (t.id, trial) not in done]
     if cfg.executor == "ray" and jobs and not cfg.dry_run:
         connect_ray(cfg.ray_address)  # last check before anything is written: a cluster that is not there
+        from .cluster.placement import check_placement
+
+        check_placement(cfg, adapter, [t for t, _ in jobs])  # ... or no node with what a task needs
     return BatchPlan(cfg, adapter, tasks, jobs, len(all_jobs) - len(jobs), output, spec, experiment, ctx, warnings)
 
 

@@ -92,6 +92,9 @@ def run(
                                               "per 16 tasks in flight, at most two per core; 1 for the embedded "
                                               "model and for small --concurrency)")] = "auto",
     ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster address (default: start a local one)")] = None,
+    ray_resources: Annotated[Optional[str], typer.Option(
+        "--ray-resources", help="Ray resources every job asks for, beyond its task's own needs: JSON or NAME=AMOUNT,"
+                                "... (e.g. '{\"gpu_node\": 1}'; CPU=0.5 sets the CPU share, default 0.01)")] = None,
     retry_errors: Annotated[bool, typer.Option("--retry-errors", help="re-run task×trial pairs that ended in error")] = False,
     force: Annotated[bool, typer.Option("--force", help="append to a results file of another configuration")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="show the plan, run nothing")] = False,
@@ -125,6 +128,8 @@ def run(
     load = LoadOptions(root=root, split=split, subset=subset, limit=limit, variant=variant, options=opts,
                        task_ids=[t.strip() for t in task_ids.split(",") if t.strip()] if task_ids else None,
                        **({"data_dir": data_dir} if data_dir else {}))
+    from qitos.benchmark.cluster.placement import parse_resources
+
     cfg = RunConfig(benchmark=benchmark, load=load, recipe=recipe, runner=runner, validator=validator, agent_processes=agent_processes,
                     model=ModelConfig(model_name=model_name, base_url=base_url, api_key_env=api_key_env,
                                       temperature=temperature, max_tokens=max_tokens, seed=seed, top_p=top_p,
@@ -133,6 +138,7 @@ def run(
                                       think_tags=think_tags, serve_args=serve_arg, serve_timeout=serve_timeout),
                     concurrency=concurrency, trials=trials, max_steps=max_steps, task_timeout=task_timeout,
                     output=output, trace_logdir=Path(trace_logdir), executor=executor, ray_address=ray_address,
+                    ray_resources=parse_resources(ray_resources),
                     workers=workers, retry_errors=retry_errors, force=force, dry_run=dry_run)
     from qitos.benchmark.lifetime import exit_code_for, signal_of, stop_signals_raise
     from qitos.benchmark.runner import plan_batch

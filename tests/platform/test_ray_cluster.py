@@ -90,3 +90,19 @@ def test_no_cluster_at_the_address_is_one_line_with_the_fix(tmp_path):
     assert f"--ray-address 127.0.0.1:{port}: cannot connect to Ray" in errors[0]
     assert "nothing answers there" in errors[0] and "ray start --head" in errors[0]
     assert not (tmp_path / "r.jsonl").exists() and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--executor", "ray", "--ray-resources", "osworld_vm=0"], "--ray-resources: resource 'osworld_vm' needs a positive"),
+    (["--executor", "ray", "--ray-resources", "{oops"], "--ray-resources '{oops': not valid JSON"),
+    (["--executor", "ray", "--ray-resources", "docker"], "'docker' must look like NAME=AMOUNT"),
+    (["--ray-resources", "docker=1"], "--ray-resources is for --executor ray"),
+])
+def test_bad_ray_resources_are_one_line_before_anything_runs(tmp_path, flags, says):
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 2)
+    done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "tests.support.runners:oracle", "--validator",
+               *flags, "--output", "r.jsonl", cwd=tmp_path, env=RAY_ENV)
+    assert done.returncode == 2, done.stdout + done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and says in errors[0] and "Traceback" not in done.stderr, done.stderr
+    assert not (tmp_path / "r.jsonl").exists() and not (tmp_path / "runs").exists()

@@ -266,6 +266,10 @@ class CybenchAdapter(BenchmarkAdapter):
                       **record.agent_metadata()},
         )
 
+    def cluster_resources(self, task: Task, load: LoadOptions) -> dict[str, float]:
+        """A service task needs a node with a Docker engine (`ray start --resources '{"docker": 1}'`)."""
+        return {"docker": 0.01} if "service:docker" in task.env_spec.capabilities else {}
+
     def default_budget(self) -> Budget:
         return Budget(max_steps=UNGUIDED_MAX_ITERATIONS)
 

@@ -103,6 +103,11 @@ class JsonlBenchmark(BenchmarkAdapter):
             tasks.append(task)
         return filter_tasks(tasks, load)
 
+    def shipped_files(self, load: LoadOptions) -> list[Path]:
+        """The files the rows name travel with the task file to Ray nodes."""
+        path = _root(load)
+        return [path.parent / f for row in read_task_rows(path) for f in row.get("files") or []]
+
     def default_budget(self) -> Budget:
         return Budget(max_steps=10)
 

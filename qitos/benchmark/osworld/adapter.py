@@ -232,6 +232,11 @@ class OsworldAdapter(BenchmarkAdapter):
         tasks = [to_task(ow, split) for ow in found]
         return filter_tasks(tasks, load.model_copy(update={"task_ids": None}))
 
+    def cluster_resources(self, task: Task, load: LoadOptions) -> dict[str, float]:
+        """With `provider=docker` each job starts a VM on its node: one `osworld_vm` slot
+        (`ray start --resources '{"osworld_vm": 4}'` on a node with Docker, KVM and the VM image)."""
+        return {"osworld_vm": 1.0} if provider_kind(load.options) == "docker" else {}
+
     def default_budget(self) -> Budget:
         return Budget(max_steps=15)  # upstream's default episode length
 
