@@ -41,7 +41,11 @@ def list_(data_dir: DataDir = None) -> None:
     for name in GATED:
         present = (root / name).exists()
         table.add_row(name, "present (your copy)" if present else "absent (gated: bring your own copy)", "-", "Hugging Face hub (gated)")
-    Console(soft_wrap=True).print(table)
+    console = Console(soft_wrap=True)
+    needed = console.measure(table).maximum
+    if needed > console.width:  # a source cut at the terminal's (or a pipe's 80) columns cannot be copied
+        console = Console(soft_wrap=True, width=needed)
+    console.print(table)
 
 
 @data_app.command("verify")
