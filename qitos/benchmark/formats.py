@@ -40,10 +40,10 @@ def recognise(path: Path) -> ForeignFormat | None:
         return _json_list(path)
     if first.replace(" ", "").startswith("|benchmark|split|"):
         return ForeignFormat("a Markdown table (`qit bench export --format md`)",
-                             "it is a report: give `eval` the results JSONL it was made from")
+                             "it is a report: give the results JSONL it was made from")
     if first == ",".join(_csv_columns()):
         return ForeignFormat("a CSV export (`qit bench export --format csv`)",
-                             "give `eval` the results JSONL it was made from (results/*.jsonl)")
+                             "give the results JSONL it was made from (results/*.jsonl)")
     if first == "{":  # an indented JSON document: no row spans several lines
         if _run_json(path):
             return ForeignFormat("a run exported as JSON (`qit bench export --run DIR --json`)",
@@ -67,7 +67,7 @@ def _gaia_submission(text: str) -> ForeignFormat | None:
     if isinstance(first, dict) and "model_answer" in first and first.keys() <= {"task_id", "model_answer",
                                                                                   "reasoning_trace"}:
         return ForeignFormat("a GAIA submission (`qit bench export --format gaia-submission`)",
-                             "submit it to the GAIA leaderboard; give `eval` the results JSONL it was made from")
+                             "submit it to the GAIA leaderboard; give the results JSONL it was made from")
     return None
 
 
@@ -78,9 +78,11 @@ def _json_list(path: Path) -> ForeignFormat:
         items = None
     if isinstance(items, list) and items and all(isinstance(i, dict) and {"task_id", "reward", "trial"} <= i.keys()
                                                  for i in items[:50]):
+        domains = {(i.get("info") or {}).get("domain") if isinstance(i.get("info"), dict) else None for i in items}
+        subset = domains.pop() if len(domains) == 1 and None not in domains else "retail|airline"
         return ForeignFormat("a tau-bench results file (upstream run.py's JSON, or `qit bench export --format "
-                             "tau-bench`)", f"`qit bench import --format tau-bench {path} --subset retail|airline` "
-                             "turns it into rows that `eval` reads")
+                             "tau-bench`)", f"`qit bench import --format tau-bench {path} --subset {subset}` "
+                             "turns it into rows `qit bench eval` reads")
     return ForeignFormat("a JSON list, not JSON lines", _ROWS)
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -202,11 +201,14 @@ NOTES_SHOWN = 20
 def print_notes(issues: list[Any], err: bool = True) -> None:
     """Lines that could not be read (file and line number each), as plain `note:` lines; after
     NOTES_SHOWN of them, how many more."""
+    from rich.text import Text
+
     target = Console(stderr=True, soft_wrap=True) if err else console
-    for issue in issues[:NOTES_SHOWN]:
-        target.print(f"[yellow]note:[/] {escape(str(issue))}")  # the issue is text, not markup
+    shown = [str(issue) for issue in issues[:NOTES_SHOWN]]
     if len(issues) > NOTES_SHOWN:
-        target.print(f"[yellow]note:[/] and {len(issues) - NOTES_SHOWN} more" + (" (--json lists them all)" if not err else ""))
+        shown.append(f"and {len(issues) - NOTES_SHOWN} more" + ("" if err else " (--json lists them all)"))
+    for line in shown:  # Text, not markup: nothing in a note is read as a style
+        target.print(Text.assemble(("note:", "yellow"), " ", line))
 
 
 def require_run_dir(run: Path) -> None:
