@@ -11,7 +11,8 @@ from qitos.trace.reader import load_run
 from qitos.trace.redact import redact_text
 
 from .errors import BenchmarkUsageError
-from .results import iter_rows
+from .formats import refuse_foreign_format
+from .results import RowIssue, iter_rows
 
 
 def export_run_json(run_dir: Path, out: Path) -> None:
@@ -40,22 +41,25 @@ def _flat(row: dict) -> dict:
     return out
 
 
-def export_results(paths: list[Path], fmt: str) -> str:
-    """The results in `fmt`, with every known secret value redacted."""
-    return redact_text(_export_results(paths, fmt))
+def export_results(paths: list[Path], fmt: str, issues: list[RowIssue] | None = None) -> str:
+    """The results in `fmt`, with every known secret value redacted; lines that cannot be read are left out
+    and reported in `issues` (file and line number)."""
+    return redact_text(_export_results(paths, fmt, issues))
 
 
 FORMATS = ("csv", "md", "gaia-submission", "tau-bench")  # `qit bench export --format`
 
 
-def _export_results(paths: list[Path], fmt: str) -> str:
+def _export_results(paths: list[Path], fmt: str, issues: list[RowIssue] | None) -> str:
     if fmt not in FORMATS:
         raise BenchmarkUsageError(f"--format '{fmt}' is not known; use {', '.join(FORMATS)}")
     rows = []
     for path in paths:
         if not path.is_file():
             raise BenchmarkUsageError(f"--input {path}: no such file")
-        rows.extend(iter_rows(path, required=("task_id", "benchmark", "stop_reason")))
+        refuse_foreign_format(path)
+    for path in paths:
+        rows.extend(iter_rows(path, issues, required=("task_id", "benchmark", "stop_reason")))
     if fmt == "tau-bench":
         from .tau_bench.interop import export_results as tau_results
 

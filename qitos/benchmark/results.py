@@ -19,7 +19,9 @@ from typing import Any, Callable, Iterable, Iterator
 import orjson
 from pydantic import BaseModel, Field, StrictBool
 
+from qitos.benchmark import results_tail
 from qitos.benchmark.errors import BenchmarkUsageError
+from qitos.benchmark.results_tail import CutLine
 from qitos.models.base import Usage
 from qitos.trace.durability import FLUSHER
 from qitos.trace.redact import redact_text
@@ -61,6 +63,7 @@ class RowIssue:
     file: str
     line: int
     message: str
+    unparsable: bool = False  # not JSON at all (a row cut short by a crash, or not a results file)
 
     def __str__(self) -> str:
         return f"{self.file} line {self.line}: {self.message}"
@@ -92,7 +95,7 @@ def iter_numbered_rows(path: Path, issues: list[RowIssue] | None = None, require
                 if not line.strip():
                     continue
                 if issues is not None:
-                    issues.append(RowIssue(str(path), number, f"not valid JSON ({exc.msg} at column {exc.colno})"))
+                    issues.append(RowIssue(str(path), number, _unparsable(line, exc), unparsable=True))
                 continue
             if not isinstance(raw, dict) or "task_id" not in raw:
                 if issues is not None:
@@ -113,6 +116,14 @@ def iter_numbered_rows(path: Path, issues: list[RowIssue] | None = None, require
                     issues.append(RowIssue(str(path), number, message + "; the row is left out"))
                 continue
             yield number, normalize_row(raw)
+
+
+def _unparsable(line: bytes, exc: orjson.JSONDecodeError) -> str:
+    message = f"not valid JSON ({exc.msg} at column {exc.colno})"
+    if line.startswith(results_tail.ROW_START.encode()) or (line.startswith(b"{") and not line.endswith(b"\n")):
+        message += ("; a row cut short (a write interrupted by a crash): `qit bench run` with this --output "
+                    "moves it to .damaged and runs its task again")
+    return message
 
 
 def iter_rows(path: Path, issues: list[RowIssue] | None = None, required: tuple[str, ...] = ("task_id",),
@@ -139,24 +150,47 @@ def read_results(path: Path, issues: list[RowIssue] | None = None) -> list[Bench
 
 
 class ResultsFile:
-    """Append-only results JSONL, safe to use from many worker threads."""
+    """Append-only results JSONL, safe to use from many worker threads and processes."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
+        self.cut: list[CutLine] = []  # rows cut short by a crash that the last `existing()` met
 
     def existing(self) -> list[dict[str, Any]]:
-        return list(iter_rows(self.path)) if self.path.exists() else []
+        """The readable rows, with whole rows found glued to a cut line (`self.cut`, looked for only when a
+        line is not JSON at all)."""
+        if not self.path.exists():
+            self.cut = []
+            return []
+        issues: list[RowIssue] = []
+        rows = list(iter_rows(self.path, issues))
+        self.cut = results_tail.inspect(self.path) if any(i.unparsable for i in issues) else []
+        rows.extend(normalize_row(row) for c in self.cut for row in c.recovered_rows()
+                    if isinstance(row.get("task_id"), str))
+        return rows
+
+    def repair(self) -> list[CutLine]:
+        """Move rows cut short into `<file>.damaged` before appending (see `results_tail`); the lines moved."""
+        if not self.path.exists():
+            return []
+        with self._lock:
+            return results_tail.repair(self.path)
 
     def append(self, row: BenchmarkRunResult) -> None:
         """Append one row, durably. Safe across threads and across worker processes appending to the same
-        file: the line goes out in one O_APPEND write under an exclusive lock, so rows never interleave."""
+        file: the line goes out in one O_APPEND write under an exclusive lock, so rows never interleave.
+
+        A write cut short by a crash leaves no newline at the end: this write then starts with one, so the
+        fragment stays a line of its own (set aside by `repair`) and this row stays readable."""
         data = (redact_text(row.model_dump_json()) + "\n").encode("utf-8")  # a prediction may echo a key
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = self._open_locked()
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    data = b"\n" + data
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view):]
@@ -165,30 +199,43 @@ class ResultsFile:
             ticket = FLUSHER.mark_dirty(self.path)
         FLUSHER.sync(ticket)  # durable before we report the row as saved; concurrent appends share one flush
 
+    def _open_locked(self) -> int:
+        """A descriptor of the current file, exclusively locked; a file renamed over the one we locked (a
+        repair or --retry-errors rewrite in another process) is opened again."""
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                if os.stat(self.path).st_ino == os.fstat(fd).st_ino:
+                    return fd
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+
     def rewrite_without(self, drop: Iterable[tuple[str, int]]) -> int:
         """Atomically remove rows for the given (task_id, trial) pairs; returns how many were dropped."""
         drop_set = set(drop)
         if not drop_set or not self.path.exists():
             return 0
-        kept, dropped = [], 0
-        with open(self.path, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                try:
-                    raw = json.loads(line)
-                    key = (raw.get("task_id"), int(raw.get("trial", 0)))
-                except (json.JSONDecodeError, AttributeError, TypeError, ValueError):
-                    kept.append(line)
-                    continue
-                if key in drop_set:
-                    dropped += 1
-                else:
-                    kept.append(line)
-        tmp = self.path.with_suffix(self.path.suffix + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.writelines(kept)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
+        with self._lock:
+            fd = self._open_locked()
+            try:
+                kept, dropped = [], 0
+                with open(self.path, "rb") as fh:
+                    for line in fh:
+                        try:
+                            raw = json.loads(line)
+                            key = (raw.get("task_id"), int(raw.get("trial", 0)))
+                        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError, TypeError, ValueError):
+                            kept.append(line)
+                            continue
+                        if key in drop_set:
+                            dropped += 1
+                        else:
+                            kept.append(line if line.endswith(b"\n") else line + b"\n")
+                results_tail.replace_locked(self.path, b"".join(kept))
+            finally:
+                os.close(fd)
         return dropped
 
 

@@ -29,6 +29,7 @@ from .job import JobContext, batch_model_provider, prepared_task, resolve_recipe
 from .lifetime import exit_code_for, signal_of
 from .registry import canonical_name, get_adapter
 from .results import NOT_DONE_REASONS, BenchmarkRunResult, ResultsFile, trace_run_spec
+from .results_tail import warnings_for as cut_warnings
 from .workers import run_workers
 
 
@@ -263,6 +264,7 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
             f"{output} holds results of another configuration (RunSpec {', '.join(sorted(refs))}; this run is "
             f"{spec.fingerprint()}{'; changed: ' + '; '.join(changed) if changed else ''}). "
             "Use another --output, or --force to append anyway.")
+    cut = results.repair() if results.cut and not cfg.dry_run else results.cut  # rows a crash cut short
     errored = {(r["task_id"], int(r.get("trial", 0))) for r in existing if r.get("stop_reason") == "error"}
     if cfg.retry_errors and errored:
         results.rewrite_without(errored)
@@ -270,6 +272,7 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
     done = {(r["task_id"], int(r.get("trial", 0))) for r in existing if r.get("stop_reason") not in NOT_DONE_REASONS}
     all_jobs = [(t, trial) for trial in range(cfg.trials) for t in tasks]
     jobs = [(t, trial) for t, trial in all_jobs if (t.id, trial) not in done]
+    warnings.extend(cut_warnings(output, cut, {(t.id, trial) for t, trial in jobs}, cfg.dry_run))
     if cfg.executor == "ray" and jobs and not cfg.dry_run:
         connect_ray(cfg.ray_address)  # last check before anything is written: a cluster that is not there
         from .cluster.placement import check_placement

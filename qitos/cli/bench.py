@@ -216,8 +216,9 @@ def replay(
     """Show a run step by step; with --reexecute, re-run it and report the first divergence."""
     from qitos.benchmark.replay import reexecute_run
 
-    from .bench_view import print_trajectory
+    from .bench_view import print_trajectory, require_run_dir
 
+    require_run_dir(run)
     print_trajectory(run)
     if reexecute:
         report = reexecute_run(run, Path(trace_logdir))
@@ -243,9 +244,12 @@ def export(
     mark_secrets(secret_env)
     from qitos.benchmark import export as exp
 
+    from .bench_view import print_notes, require_run_dir
+
     if run is not None:
         if not (html or json_out):
             raise UsageError("with --run give --html OUT and/or --json OUT")
+        require_run_dir(run)  # before anything is written
         if html:
             exp.export_run_html(run, html)
             typer.echo(f"wrote {html}")
@@ -255,7 +259,9 @@ def export(
         return
     if not input or not format:
         raise UsageError("give --run DIR (--html/--json) or --input FILE --format csv|md|gaia-submission|tau-bench")
-    text = exp.export_results(input, format)
+    issues: list = []
+    text = exp.export_results(input, format, issues)
+    print_notes(issues)  # on stderr: stdout is the export
     if output:
         output.write_text(text, encoding="utf-8")
         typer.echo(f"wrote {output}")

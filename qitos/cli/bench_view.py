@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -114,6 +113,7 @@ def evaluate_files(paths: list[Path], by: list[str]) -> dict[str, Any]:
 
 def _evaluate_files(paths: list[Path], by: list[str]) -> dict[str, Any]:
     from qitos.benchmark.metrics import CONFIG_FIELDS, ROW_REQUIRED, evaluate_rows, known_fields
+    from qitos.benchmark.formats import refuse_foreign_format
     from qitos.benchmark.results import RowIssue, TraceCheck, discredit, iter_numbered_rows
 
     from .errors import UsageError
@@ -125,6 +125,8 @@ def _evaluate_files(paths: list[Path], by: list[str]) -> dict[str, Any]:
     for path in paths:
         if not path.is_file():
             raise UsageError(f"--input {path}: no such file")
+        refuse_foreign_format(path)  # an export given back: name it and the command that reads it
+    for path in paths:
         for line, row in iter_numbered_rows(path, issues, required=ROW_REQUIRED, strict=True):
             problem = check.problem(row, path)
             if problem is not None:
@@ -156,7 +158,7 @@ def _evaluate_files(paths: list[Path], by: list[str]) -> dict[str, Any]:
     describe = lambda group: describe_configuration(group, check.located.get)  # noqa: E731
     groups = evaluate_rows(rows, by, _plugin_metrics, notes, describe=describe)
     return {"files": [str(p) for p in paths], "by": by, "rows": len(rows), "trace_mismatches": mismatches,
-            "groups": groups, "issues": [str(i) for i in issues] + notes}
+            "groups": groups, "issues": notes + [str(i) for i in issues]}  # notes first: print_eval shows 20
 
 
 CONFIG_KEYS = ("model_name", "base_url_host", "model_server", "recipe", "temperature", "top_p", "max_tokens",
@@ -208,9 +210,38 @@ def _rate(rate: Any, ci: Any) -> str:
     return f"{_fmt(rate)}  95% CI [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "-"
 
 
+NOTES_SHOWN = 20
+
+
+def print_notes(issues: list[Any], err: bool = True) -> None:
+    """Lines that could not be read (file and line number each), as plain `note:` lines; after
+    NOTES_SHOWN of them, how many more."""
+    from rich.text import Text
+
+    target = Console(stderr=True, soft_wrap=True) if err else console
+    shown = [str(issue) for issue in issues[:NOTES_SHOWN]]
+    if len(issues) > NOTES_SHOWN:
+        shown.append(f"and {len(issues) - NOTES_SHOWN} more" + ("" if err else " (--json lists them all)"))
+    for line in shown:  # Text, not markup: nothing in a note is read as a style
+        target.print(Text.assemble(("note:", "yellow"), " ", line))
+
+
+def require_run_dir(run: Path) -> None:
+    """`--run` must name a run directory with a readable manifest (checked before anything is written)."""
+    from qitos.trace.reader import read_manifest
+
+    from .errors import UsageError
+
+    if not run.exists():
+        raise UsageError(f"--run {run}: no such run directory (runs are folders under --trace-logdir, "
+                         "e.g. runs/<run_id>; `qita board` lists them)")
+    if not (run / "manifest.json").is_file():
+        raise UsageError(f"--run {run}: not a QitOS run directory (it has no manifest.json)")
+    read_manifest(run)  # an unreadable manifest is one line too
+
+
 def print_eval(report: dict[str, Any]) -> None:
-    for issue in report["issues"]:
-        console.print(f"[yellow]note[/] {escape(issue)}")  # the issue is text, not markup
+    print_notes(report["issues"], err=False)
     console.print(f"[bold]{report['rows']} rows[/] from {', '.join(report['files'])}")
     for g in report["groups"]:
         m = g["metrics"]

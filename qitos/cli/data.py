@@ -30,18 +30,31 @@ def list_(data_dir: DataDir = None) -> None:
     from qitos.benchmark.data import GATED, sources, verify
 
     root = _data_dir(data_dir)
-    table = Table(title=f"data directory: {root}")
-    for col in ("name", "status", "files", "source"):
-        table.add_column(col)
+    rows = []
     for name, source in sources().items():
         report = verify(source, root)
         status = "verified" if report.verified else ("absent" if not report.present else
                                                      f"{len(report.missing)} missing, {len(report.mismatched)} changed")
-        table.add_row(name, status, f"{report.ok}/{len(source.files)} pinned", f"{source.archive.split('/archive/')[0]} @ {source.commit[:10]}")
+        rows.append((name, status, f"{report.ok}/{len(source.files)} pinned",
+                     f"{source.archive.split('/archive/')[0]} @ {source.commit[:10]}"))
     for name in GATED:
         present = (root / name).exists()
-        table.add_row(name, "present (your copy)" if present else "absent (gated: bring your own copy)", "-", "Hugging Face hub (gated)")
-    Console(soft_wrap=True).print(table)
+        rows.append((name, "present (your copy)" if present else "absent (gated: bring your own copy)", "-",
+                     "Hugging Face hub (gated)"))
+    table = Table(title=f"data directory: {root}")
+    # names and source URLs are never cut or folded (they are copied from here): the other columns wrap, and
+    # the table grows past the terminal's (or a pipe's 80) columns only as far as they need
+    table.add_column("name", no_wrap=True, min_width=max(len(r[0]) for r in rows))
+    for index, col in ((1, "status"), (2, "files")):  # wrapped between words, never inside one
+        table.add_column(col, min_width=max(len(word) for r in rows for word in r[index].split()))
+    table.add_column("source", no_wrap=True, min_width=max(len(r[3]) for r in rows))
+    for row in rows:
+        table.add_row(*row)
+    console = Console(soft_wrap=True)
+    needed = console.measure(table, options=console.options.update_width(1 << 16)).minimum
+    if needed > console.width:
+        console = Console(soft_wrap=True, width=needed)
+    console.print(table)
 
 
 @data_app.command("verify")

@@ -152,7 +152,8 @@ class _Run:
         self.usage = Usage()
         self.cost: float | None = 0.0
         self.steps = 0
-        self.model_calls = 0
+        self.model_calls = 0  # requests sent
+        self.model_responses = 0  # requests the model answered
         self.parse_errors = 0
         self.tool_errors = 0
         self.started = time.monotonic()
@@ -230,9 +231,10 @@ class _Run:
                 "tool_names": agent.tools.names() if tools else [], "params": generation_params(agent, self.e.model),
                 "last_message": _without_images(messages[-1]) if messages else None,
             }, step_id=step_id)
+            self.model_calls += 1
             response = self.e.model.complete(messages, tools, on_event=self._sink(step_id, "DECIDE"),
                                              **(getattr(agent, "model_params", None) or {}))
-            self.model_calls += 1
+            self.model_responses += 1
             self._account(response)
             outcome.response = response
             self.w.event("model_response", "DECIDE", {
@@ -339,7 +341,7 @@ class _Run:
 
     # -- end --------------------------------------------------------------------------------------
     def _facts(self) -> RunFacts:
-        return RunFacts(model_calls=self.model_calls, oracle_used=bool(self.e.oracle_used()), isolation=self.e.isolation)
+        return RunFacts(model_calls=self.model_calls, model_responses=self.model_responses, oracle_used=bool(self.e.oracle_used()), isolation=self.e.isolation)
 
     def _summary(self, reason: StopReason | None, failure: dict[str, Any] | None = None) -> RunSummary:
         final = self.final_answer

@@ -2,8 +2,9 @@
 
 Official means: identified (RunSpec complete, QitOS's and the agent's code identified), benchmark work
 described (ExperimentSpec, dataset digest), unaided (a baseline recipe, a real model that was actually
-called, no gold taken through the oracle channel), scored by the benchmark's reference scorer, and a
-complete trace.
+called and answered at least once, no gold taken through the oracle channel), scored by the benchmark's
+reference scorer, and a complete trace. A run whose every model call failed (connection errors, say) ends
+`model_error` and measures the endpoint, not the agent: `model_answered` keeps it from being official.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ NOT_REAL_MODEL_FAMILIES = frozenset({"scripted", "replay", "none"})
 
 @dataclass(frozen=True)
 class RunFacts:
-    """What only the run itself knows: how many model calls the agent made, and whether it took gold."""
+    """What only the run itself knows: how many model calls the agent made and how many its model answered,
+    and whether it took gold."""
 
-    model_calls: int = 0
+    model_calls: int = 0  # requests sent, answered or not
+    model_responses: int = 0  # requests the model answered (a connection error, a 5xx after retries: not)
     oracle_used: bool = False
     # benchmark runs: (was the agent side in its own confined process, why / how); None outside benchmarks
     isolation: tuple[bool, str] | None = None
@@ -157,6 +160,18 @@ def _benchmark_checks(spec: RunSpec, experiment: ExperimentSpec | None, facts: R
     return checks
 
 
+def _model_answered(facts: RunFacts) -> OfficialCheck:
+    if facts.model_responses > 0:
+        return OfficialCheck(check="model_answered", passed=True,
+                             detail=f"{facts.model_responses} of {max(facts.model_calls, facts.model_responses)} "
+                                    "model call(s) answered")
+    if not facts.model_calls:
+        return OfficialCheck(check="model_answered", passed=False, detail="no model call, so no model response")
+    return OfficialCheck(check="model_answered", passed=False, detail=(
+        f"none of the agent's {facts.model_calls} model call(s) was answered (connection errors or failures "
+        "after every retry): the run measured the endpoint, not the agent; fix the model server and rerun"))
+
+
 def official_checks(spec: RunSpec, experiment: ExperimentSpec | None, trace: tuple[bool, str] | None,
                     facts: RunFacts | None = None) -> list[OfficialCheck]:
     """`trace` is the writer's integrity verdict and `facts` what the run did (None while in progress)."""
@@ -171,11 +186,13 @@ def official_checks(spec: RunSpec, experiment: ExperimentSpec | None, trace: tup
     needs_model = spec.metadata.get("recipe_needs_model", True)
     if not needs_model:
         checks.append(OfficialCheck(check="model_called", passed=True, detail="the recipe calls no model"))
+        checks.append(OfficialCheck(check="model_answered", passed=True, detail="the recipe calls no model"))
     else:
         checks.append(OfficialCheck(
             check="model_called", passed=facts.model_calls > 0,
             detail=f"{facts.model_calls} model call(s)" if facts.model_calls else
             "the agent made no model call (an agent that answers without its model is not a baseline)"))
+        checks.append(_model_answered(facts))
     if facts.isolation is not None:
         checks.append(OfficialCheck(check="agent_isolated", passed=facts.isolation[0], detail=facts.isolation[1]))
     checks.append(OfficialCheck(

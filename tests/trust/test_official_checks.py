@@ -21,7 +21,7 @@ GOOD = dict(model_name="gpt-x", model_family="openai_compat", prompt_protocol="r
             metadata={"recipe": "react", "recipe_official": True, "recipe_needs_model": True, "scorer_official": True,
                       "scorer_note": "exact match"})
 EXPERIMENT = ExperimentSpec(name="jsonl:default", benchmark_name="jsonl")
-FACTS = RunFacts(model_calls=2, oracle_used=False)
+FACTS = RunFacts(model_calls=2, model_responses=2, oracle_used=False)
 
 
 def _checks(spec: dict | None = None, experiment: ExperimentSpec | None = EXPERIMENT, trace=(True, "ok"),
@@ -33,8 +33,8 @@ def _checks(spec: dict | None = None, experiment: ExperimentSpec | None = EXPERI
 def test_a_complete_unaided_run_passes_every_check() -> None:
     checks = _checks()
     assert set(checks) == {"run_spec_complete", "code_identified", "experiment_spec_present", "dataset_digest_recorded",
-                           "official_recipe", "scorer_official", "real_model", "model_called", "agent_unaided",
-                           "trace_complete"}
+                           "official_recipe", "scorer_official", "real_model", "model_called", "model_answered",
+                           "agent_unaided", "trace_complete"}
     assert all(passed for passed, _ in checks.values()), checks
 
 
@@ -45,8 +45,9 @@ def test_a_complete_unaided_run_passes_every_check() -> None:
     ("official_recipe", {"spec": {**GOOD, "metadata": {**GOOD["metadata"], "recipe_official": False}}}),
     ("scorer_official", {"spec": {**GOOD, "metadata": {**GOOD["metadata"], "scorer_official": False}}}),
     ("real_model", {"spec": {**GOOD, "model_family": "scripted"}}),
-    ("model_called", {"facts": RunFacts(model_calls=0)}),
-    ("agent_unaided", {"facts": RunFacts(model_calls=1, oracle_used=True)}),
+    ("model_called", {"facts": RunFacts(model_calls=0)}),  # (and so model_answered: no call, no answer)
+    ("model_answered", {"facts": RunFacts(model_calls=6, model_responses=0)}),  # every call failed
+    ("agent_unaided", {"facts": RunFacts(model_calls=1, model_responses=1, oracle_used=True)}),
     ("trace_complete", {"trace": (False, "2 bytes missing from events.jsonl")}),
     ("code_identified", {"spec": {**GOOD, "agent_code": {"runner": "m:f", "sha256": "b" * 64, "repo_commit": "c" * 40,
                                                            "repo_dirty": True, "file": "/x/m.py"}}}),
@@ -61,12 +62,20 @@ def test_a_complete_unaided_run_passes_every_check() -> None:
 def test_each_check_fails_on_its_own_cause(check: str, change: dict) -> None:
     checks = _checks(**change)
     failed = {name for name, (passed, _) in checks.items() if not passed}
-    assert failed == {check}, checks
+    assert failed == ({check, "model_answered"} if check == "model_called" else {check}), checks
 
 
 def test_a_recipe_that_calls_no_model_is_not_asked_to() -> None:
     spec = {**GOOD, "metadata": {**GOOD["metadata"], "recipe_needs_model": False}}
-    assert _checks(spec, facts=RunFacts(model_calls=0))["model_called"][0] is True
+    checks = _checks(spec, facts=RunFacts(model_calls=0))
+    assert checks["model_called"][0] is True and checks["model_answered"][0] is True
+
+
+def test_model_answered_says_how_many_calls_were_answered() -> None:
+    assert _checks(facts=RunFacts(model_calls=6, model_responses=1))["model_answered"] == (
+        True, "1 of 6 model call(s) answered")
+    passed, detail = _checks(facts=RunFacts(model_calls=6))["model_answered"]
+    assert not passed and "none of the agent's 6 model call(s) was answered" in detail
 
 
 def _git(*args: str, cwd: Path) -> None:

@@ -36,7 +36,8 @@ class TraceReceiver:
                  experiment: ExperimentSpec | None, task_summary: dict[str, Any]) -> None:
         self.w, self.spec_for, self.experiment, self.task_summary = writer, spec_for, experiment, task_summary
         self.spec: RunSpec | None = None
-        self.model_responses = 0
+        self.model_requests = 0  # model_request events the agent side streamed
+        self.model_responses = 0  # model_response events: requests its model answered
         self.dropped_fields: set[str] = set()
         self.final: tuple[str, RunSummary] | None = None
 
@@ -64,7 +65,9 @@ class TraceReceiver:
 
     def _event(self, op: dict[str, Any]) -> None:
         kind = str(op.get("kind"))
-        if kind == "model_response":
+        if kind == "model_request":
+            self.model_requests += 1
+        elif kind == "model_response":
             self.model_responses += 1
         payload = op.get("payload") if isinstance(op.get("payload"), dict) else {}
         if kind == "run_start" and self.spec is not None:  # the trusted fingerprint, not the agent side's own

@@ -80,7 +80,8 @@ class _Job:
                  receiver: TraceReceiver | None) -> None:
         self.ctx, self.task, self.runtime, self.receiver = ctx, task, runtime, receiver
         self.model = ctx.job_model() if ctx.model_is_proxied() else None
-        self.model_calls = 0
+        self.model_calls = 0  # completions the agent asked the scoring side for
+        self.model_responses = 0  # those the model answered
 
     def converse(self, job: AgentJob) -> AgentOutcome:
         channel = self.ctx.agent_host().open_job()
@@ -141,13 +142,14 @@ class _Job:
             raise AgentCallRefused("the agent's model is not served by the scoring side")
         events: list[dict[str, Any]] = []
         params = payload.get("params") if isinstance(payload.get("params"), dict) else {}
+        self.model_calls += 1
         try:
             response = self.model.complete(list(payload.get("messages") or []), payload.get("tools"),
                                            on_event=lambda kind, data: events.append({"kind": kind, "payload": data}),
                                            **params)
         except ModelError as exc:
             return {"error": str(exc), "events": events}
-        self.model_calls += 1
+        self.model_responses += 1
         return {"response": response.model_dump(mode="json"), "events": events}
 
 
@@ -182,7 +184,8 @@ def run_split(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime, t
         summary.latency_seconds = round(time.monotonic() - started, 6)
     if receiver.spec is None:
         receiver.spec = trusted_run_spec(ctx, task, outcome.description or {})
-    calls = conversation.model_calls if ctx.model_is_proxied() else receiver.model_responses
+    calls, answered = ((conversation.model_calls, conversation.model_responses) if ctx.model_is_proxied()
+                       else (max(receiver.model_requests, receiver.model_responses), receiver.model_responses))
     usage = Usage(**summary.token_usage.model_dump())
     result = RunResult(run_id=writer.run_id, run_dir=str(writer.run_dir), status=run_status(reason), stop_reason=reason,
                        final_answer=outcome.final_answer if outcome.final_answer is not None else summary.final_result,
@@ -191,7 +194,7 @@ def run_split(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime, t
                        run_spec_ref=receiver.spec.fingerprint(), final_state=outcome.final_state)
     evaluation = verdict(result) if reason is not StopReason.CANCELLED else None
     ctx.record_closure(writer.run_dir, outcome.closure)
-    facts = RunFacts(model_calls=calls, isolation=ctx.isolation())
+    facts = RunFacts(model_calls=calls, model_responses=answered, isolation=ctx.isolation())
     checks = official_checks(receiver.spec, ctx.experiment, writer.integrity(), facts)
     receiver.finish(status, summary, checks, evaluation)
     result.official_run = all(c.passed for c in checks)
