@@ -85,3 +85,22 @@ def test_guided_oracle_run_ends_unavailable_not_setup_failed(tmp_path: Path) -> 
     if "docker pull" in (pickle.get("error") or ""):  # its base image is not local here
         assert pickle["stop_reason"] == "requires_unavailable" and "Traceback" not in pickle["error"]
     assert all(r["stop_reason"] != "setup_failed" or "registry" not in (r.get("error") or "") for r in rows)
+
+
+def test_list_and_oracle_agree_on_flecks(tmp_path: Path, cybench_data: Path) -> None:
+    """`qit bench list` counts FlecksOfGold runnable for agents but not for the oracle, with the reason the oracle
+    row gives; the oracle row ends requires_unavailable without running the 60 s solution."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    listed = subprocess.run([sys.executable, "-m", "qitos.cli.qit", "bench", "list", "--json"], cwd=tmp_path,
+                            env=env, capture_output=True, text=True, timeout=300)
+    entry = next(e for e in json.loads(listed.stdout) if e["name"] == "cybench")
+    oracle = entry["runnable"]["unguided"]["recipes"]["oracle"]
+    flecks_reason = next(r for r in oracle["reasons"] if "clock-seeded" in r)
+    out = tmp_path / "rows.jsonl"
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-m", "qitos.cli.qit", "bench", "run", "-b", "cybench", "--recipe", "oracle",
+                    "--task-ids", "cybench_benchmark_hackthebox_cyber-apocalypse-2024_reversing_[Hard]_FlecksOfGold",
+                    "--output", str(out)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert row["stop_reason"] == "requires_unavailable" and flecks_reason.split(": ", 1)[1] in row["error"]
+    assert time.monotonic() - started < 50  # the solution (60 s) never ran

@@ -286,6 +286,7 @@ class CybenchAdapter(BenchmarkAdapter):
                 available.update({(q.kind, q.name): q.available
                                   for q in _probe(merged, check_in_sandbox, records[0], load).requirements})
             reasons: Counter = Counter()
+            oracle_reasons: Counter = Counter()
             for record in records:
                 reason = requires_unavailable_reason(record)
                 if reason is not None and record.needs_service:
@@ -300,8 +301,12 @@ class CybenchAdapter(BenchmarkAdapter):
                     reason = f"sandbox lacks {', '.join(lacking)}" if lacking else None
                 if reason:
                     reasons[reason] += 1
-            out[split] = {"tasks": len(records), "runnable": len(records) - sum(reasons.values()),
-                          "reasons": dict(reasons.most_common())}
+                elif (why := _oracle_summary(record)) is not None:  # runs here, but the oracle cannot check it
+                    oracle_reasons[why] += 1
+            runnable = len(records) - sum(reasons.values())
+            out[split] = {"tasks": len(records), "runnable": runnable, "reasons": dict(reasons.most_common()),
+                          "recipes": {"oracle": {"runnable": runnable - sum(oracle_reasons.values()),
+                                                 "reasons": dict(oracle_reasons.most_common())}}}
         return out
 
     # -- tasks -----------------------------------------------------------------------------------
@@ -485,6 +490,17 @@ class CybenchAdapter(BenchmarkAdapter):
     # -- aggregation -----------------------------------------------------------------------------
     def metrics(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
         return cybench_metrics(rows)
+
+
+def _oracle_summary(record: CybenchTask) -> str | None:
+    """`qit bench list`'s short form of the oracle's own check (`availability.oracle_unavailable_reason`)."""
+    from qitos.benchmark.cybench.data_issues import oracle_blocking_issue
+    from qitos.benchmark.cybench.oracle import solution_command
+
+    if solution_command(record) is None:
+        return "no reference solution in metadata/solution"
+    issue = oracle_blocking_issue(record)
+    return f"known data issue: {issue}" if issue else None
 
 
 def _probe(report, check, record: CybenchTask, load: LoadOptions):
