@@ -106,6 +106,9 @@ class Recipe:
     description: str = ""
     official: bool = True  # oracles and other validators are not official baselines
     needs_model: bool = True
+    # why this recipe cannot run a task here (e.g. an oracle whose reference solution is unreliable), checked
+    # before `prepare`: the row ends `requires_unavailable` with the reason, nothing staged or built
+    unavailable: Callable[[Task], str | None] | None = None
 
 
 class BenchmarkAdapter:

@@ -289,6 +289,9 @@ def run_job(ctx: JobContext, task: Task, trial: int, trace_logdir: Path | None =
                else Path(tempfile.gettempdir()) / "qitos-task-unused")
     runtime: TaskRuntime | None = None
     try:
+        refused = ctx.recipe.unavailable(task) if ctx.recipe.unavailable is not None else None
+        if refused:
+            return _row(ctx, task, trial, StopReason.REQUIRES_UNAVAILABLE.value, error=refused)
         try:
             prepare = adapter.prepare_scoring_side if ctx.split else adapter.prepare
             runtime = prepare(task, trial, cfg.load, workdir)

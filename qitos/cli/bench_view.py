@@ -372,6 +372,12 @@ def print_details(info: list[dict[str, Any]]) -> None:
                 console.print(f"  {split}: {r['runnable']} of {r['tasks']} tasks can run here; the others:", markup=False)
                 for reason, count in r["reasons"].items():
                     console.print(f"    {count} × {reason}", markup=False)
+            for recipe, limit in (r.get("recipes") or {}).items():  # a validator that cannot check some of them
+                if limit.get("reasons"):
+                    console.print(f"  {split}, recipe {recipe}: checks {limit['runnable']} of the {r['runnable']} "
+                                  "that run here; the others:", markup=False)
+                    for reason, count in limit["reasons"].items():
+                        console.print(f"    {count} × {reason}", markup=False)
 
 
 def _print_options(options: list[dict[str, Any]] | None) -> None:

@@ -54,7 +54,9 @@ def test_oracle_reports_missing_requirements(tasks, tmp_path: Path) -> None:
 
 
 def test_oracle_skips_service_tasks_with_the_reason(tasks, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(oracle_module, "requires_unavailable_reason", lambda t: f"{t.task_id} needs docker (test)")
+    from qitos.benchmark.cybench import availability
+
+    monkeypatch.setattr(availability, "requires_unavailable_reason", lambda t: f"{t.task_id} needs docker (test)")
     result = run_oracle(tasks["chunky"], tmp_path / "oracle")
     assert not result.ran and result.skipped_reason and "needs docker (test)" in result.skipped_reason
     assert result.flag_output is None and not result.flag_correct

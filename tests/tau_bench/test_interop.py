@@ -49,3 +49,26 @@ def test_import_refuses_a_file_that_is_not_upstream_results(tmp_path: Path) -> N
     result = CliRunner().invoke(app, ["bench", "import", "--format", "tau-bench", str(bad), "--output",
                                       str(tmp_path / "x.jsonl"), "--trace-logdir", str(tmp_path / "runs")])
     assert result.exit_code == 2 and "lacks reward, trial" in result.output
+
+
+def test_import_then_export_gives_upstreams_file_back(tau_data: Path, tmp_path: Path) -> None:
+    """An upstream results file (here: one QitOS exported, checked by upstream's schema above) survives
+    import -> export unchanged: every `traj` kept, `info` not nested."""
+    runner = CliRunner()
+    done = runner.invoke(app, [
+        "bench", "run", "--benchmark", "tau-bench", "--subset", "airline", "--recipe", "oracle",
+        "--option", "start_index=3", "--option", "end_index=5", "--output", str(tmp_path / "r.jsonl"),
+        "--trace-logdir", str(tmp_path / "runs"), "--data-dir", str(tau_data.parent)])
+    assert done.exit_code == 0, done.output
+    first = tmp_path / "upstream.json"
+    assert runner.invoke(app, ["bench", "export", "--input", str(tmp_path / "r.jsonl"), "--format", "tau-bench",
+                               "--output", str(first)]).exit_code == 0
+    assert runner.invoke(app, ["bench", "import", "--format", "tau-bench", str(first), "--subset", "airline",
+                               "--output", str(tmp_path / "back.jsonl"),
+                               "--trace-logdir", str(tmp_path / "imported")]).exit_code == 0
+    second = tmp_path / "again.json"
+    assert runner.invoke(app, ["bench", "export", "--input", str(tmp_path / "back.jsonl"), "--format", "tau-bench",
+                               "--output", str(second)]).exit_code == 0
+    items, again = json.loads(first.read_text()), json.loads(second.read_text())
+    assert all(item["traj"] for item in items) and again == items
+    assert second.read_bytes() == first.read_bytes()

@@ -46,6 +46,7 @@ from qitos.benchmark.base import (
 )
 from qitos.benchmark.cybench.agent_env import FACTORY as AGENT_FACTORY
 from qitos.benchmark.cybench.agent_env import DirectLink, make_env
+from qitos.benchmark.cybench.availability import BASE_IMAGES_SUMMARY, missing_base_images, unavailable_reason
 from qitos.benchmark.cybench.episode import CybenchEpisode
 from qitos.benchmark.cybench import toolchain
 from qitos.benchmark.cybench.metrics import cybench_metrics
@@ -123,19 +124,8 @@ def max_subtasks(root: str, split: Split) -> int:
 
 
 def _base_images_reason(record: CybenchTask, pulled: dict[str, bool]) -> str | None:
-    """Why a service task cannot start right now: base images its builds need that Docker does not hold.
-
-    Only the local engine is asked (`pulled` caches its answers across tasks). A machine that reaches a
-    registry gets them at the first run; `qit bench list` counts what runs here as things stand."""
-    from qitos.benchmark.cybench.stack import images_missing_locally
-
-    plan = plan_for(record)
-    images = [i for service in (plan.services if plan else []) for i in service.base_images()]
-    unknown = [i for i in dict.fromkeys(images) if i not in pulled]
-    missing = set(images_missing_locally(unknown))
-    pulled.update({i: i not in missing for i in unknown})
-    return ("its base images are not in the local Docker engine (docker pull them, or run where a registry is "
-            "reachable)") if any(not pulled[i] for i in images) else None
+    """`qit bench list`'s short form of `availability.unavailable_reason`'s base-image check."""
+    return BASE_IMAGES_SUMMARY if missing_base_images(record, pulled) else None
 
 
 class CybenchAdapter(BenchmarkAdapter):
@@ -189,8 +179,14 @@ class CybenchAdapter(BenchmarkAdapter):
             "oracle": Recipe("oracle", build_oracle_agent,
                              "validation: runs the task's reference solution in the sandbox and submits its flag "
                              "(gold answers for the other subtasks); no model calls", official=False,
-                             needs_model=False),
+                             needs_model=False, unavailable=self._oracle_unavailable),
         }
+
+    def _oracle_unavailable(self, task: Task) -> str | None:
+        from qitos.benchmark.cybench.availability import oracle_unavailable_reason
+
+        record = self.gold(task)
+        return oracle_unavailable_reason(record) if isinstance(record, CybenchTask) else None
 
     def runnable_here(self, load: LoadOptions) -> dict[str, dict[str, Any]]:
         """Per split: tasks whose services (Docker) and sandbox packages (requirements.sh) are present here;
@@ -215,6 +211,7 @@ class CybenchAdapter(BenchmarkAdapter):
                 available.update({(q.kind, q.name): q.available
                                   for q in _probe(merged, check_in_sandbox, records[0], load).requirements})
             reasons: Counter = Counter()
+            oracle_reasons: Counter = Counter()
             for record in records:
                 reason = requires_unavailable_reason(record)
                 if reason is not None and record.needs_service:
@@ -229,8 +226,12 @@ class CybenchAdapter(BenchmarkAdapter):
                     reason = f"sandbox lacks {', '.join(lacking)}" if lacking else None
                 if reason:
                     reasons[reason] += 1
-            out[split] = {"tasks": len(records), "runnable": len(records) - sum(reasons.values()),
-                          "reasons": dict(reasons.most_common())}
+                elif (why := _oracle_summary(record)) is not None:  # runs here, but the oracle cannot check it
+                    oracle_reasons[why] += 1
+            runnable = len(records) - sum(reasons.values())
+            out[split] = {"tasks": len(records), "runnable": runnable, "reasons": dict(reasons.most_common()),
+                          "recipes": {"oracle": {"runnable": runnable - sum(oracle_reasons.values()),
+                                                 "reasons": dict(oracle_reasons.most_common())}}}
         return out
 
     # -- tasks -----------------------------------------------------------------------------------
@@ -290,7 +291,7 @@ class CybenchAdapter(BenchmarkAdapter):
                 f"task {task.id}: metadata has no CyBench 'path'; load tasks with --benchmark cybench")
         record = load_task(root, path)
         gold = self.golds.sealed(task.id) or Sealed(record)
-        reason = requires_unavailable_reason(record)
+        reason = unavailable_reason(record)  # before anything is staged or built
         if reason is not None:
             return TaskRuntime(workdir=workdir, unavailable=reason)
         venv = resolve_toolchain(opts, load.data_dir)
@@ -418,6 +419,17 @@ class CybenchAdapter(BenchmarkAdapter):
     # -- aggregation -----------------------------------------------------------------------------
     def metrics(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
         return cybench_metrics(rows)
+
+
+def _oracle_summary(record: CybenchTask) -> str | None:
+    """`qit bench list`'s short form of the oracle's own check (`availability.oracle_unavailable_reason`)."""
+    from qitos.benchmark.cybench.data_issues import oracle_blocking_issue
+    from qitos.benchmark.cybench.oracle import solution_command
+
+    if solution_command(record) is None:
+        return "no reference solution in metadata/solution"
+    issue = oracle_blocking_issue(record)
+    return f"known data issue: {issue}" if issue else None
 
 
 def _probe(report, check, record: CybenchTask, load: LoadOptions):

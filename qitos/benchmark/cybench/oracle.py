@@ -39,7 +39,6 @@ from qitos.benchmark.cybench.runtime import (
     CybenchRuntime,
     CybenchSetupError,
     make_writable,
-    requires_unavailable_reason,
 )
 from qitos.benchmark.cybench.scoring import exact_match
 from qitos.benchmark.cybench.services import plan_for
@@ -128,10 +127,10 @@ def run_oracle(
     `hosts`: the running services' addresses (stack.py); a service task run without them has its
     services started here and removed afterwards.
     """
-    reason = requires_unavailable_reason(task)
+    from qitos.benchmark.cybench.availability import oracle_unavailable_reason
+
+    reason = oracle_unavailable_reason(task)  # the check `qit bench list` and `qit bench run` make
     command = solution_command(task)
-    if reason is None and command is None:
-        reason = f"{task.task_dir / SOLUTION_SUBDIR} holds no solution.sh or solve.py"
     if reason is not None:
         return OracleResult(task_id=task.task_id, ran=False, skipped_reason=reason)
     assert command is not None

@@ -84,7 +84,9 @@ def _row(item: dict[str, Any], domain: str, split: str, spec: RunSpec, trace_log
     return BenchmarkRunResult(
         task_id=tid, benchmark="tau-bench", split=split, subset=domain, trial=int(item["trial"]), model=spec.model_name,
         success=success, score=reward, stop_reason=stop, steps=assistant_turns, trace_run_dir=str(writer.run_dir),
-        run_spec_ref=spec.fingerprint(), error=error, metadata={"reward": reward, "domain": domain, "info": info},
+        run_spec_ref=spec.fingerprint(), error=error,
+        # the row's metadata is upstream's `info` plus `traj`, as a QitOS run's rows hold them: export gives them back
+        metadata={**(info if isinstance(info, dict) else {}), "traj": traj},
     )
 
 
