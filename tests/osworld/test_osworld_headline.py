@@ -31,13 +31,14 @@ def rows() -> list[dict]:
     return out
 
 
-def upstream_figures(osworld_data: Path, results: Path) -> dict:
+def upstream_figures(osworld_data: Path, results: Path, action_space: str = "pyautogui",
+                     observation_type: str = "a11y_tree", model: str = "m") -> dict:
     spec = importlib.util.spec_from_file_location("show_result", osworld_data / "upstream" / "show_result.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        every = module.get_result("pyautogui", "m", "a11y_tree", str(results))
+        every = module.get_result(action_space, model, observation_type, str(results))
     text = printed.getvalue()
     domains = {d: (int(n), float(rate) / 100) for d, n, rate in
                re.findall(r"Domain: (\S+) Runned: (\d+) Success Rate: ([\d.e+-]+) %", text)}

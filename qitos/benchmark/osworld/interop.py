@@ -1,0 +1,178 @@
+"""Scoring side (rows, never in a run): upstream OSWorld's results layout out and in
+(`qit bench export|import --format osworld`).
+
+Upstream's `run.py` / `lib_run_single.py` (commit 89426951) write, per task,
+`<root>/<action_space>/<observation_type>/<model>/<domain>/<example id>/` with `traj.jsonl` (one line per action:
+`step_num`, `action_timestamp`, `action`, `reward`, `done`, `info`, `screenshot_file`), the step screenshots, and
+`result.txt` (the score of `env.evaluate()`), the last only for a task its loop scored. `show_result.py` averages
+the `result.txt` files.
+
+Export writes that layout from QitOS rows and their traces: `result.txt` for each scored row, `traj.jsonl` and
+screenshots from the trace's `env_step` events and `screens/`. Import reads it back into rows: a task folder with a
+`result.txt` is a scored row; one without (upstream's loop crashed on it) is an `error` row, which QitOS's
+headline counts as a failure and upstream's ignores, as `show_result.py` does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from qitos.spec.run_spec import RunSpec
+from qitos.trace.reader import TraceReadError, load_run
+
+from ..errors import BenchmarkUsageError
+from ..results import BenchmarkRunResult, ResultsFile, iter_rows
+from .metrics import domain_of, has_score
+
+ACTION_SPACES = ("computer_13", "pyautogui")
+OBSERVATION_TYPES = ("screenshot", "a11y_tree", "screenshot_a11y_tree", "som")
+_TIMESTAMP = "%Y%m%d@%H%M%S"
+
+
+def model_folder(model: str | None) -> str:
+    """A model id as one folder name (upstream uses its `--model` flag as given)."""
+    return re.sub(r"[^A-Za-z0-9._@+-]+", "_", model or "unknown") or "unknown"
+
+
+def _settings(row: dict[str, Any], run_dir: Path | None) -> tuple[str, str]:
+    """(action_space, observation_type) of the run that wrote a row: from its RunSpec's resolved options."""
+    observation = "screenshot_a11y_tree"
+    action_space = "computer_13"  # QitOS's recipes send computer_13 actions (and the strings WAIT/DONE/FAIL)
+    if run_dir is not None:
+        try:
+            spec = load_run(run_dir).manifest.run_spec or {}
+        except TraceReadError:
+            spec = {}
+        options = ((spec.get("metadata") or {}).get("options") or {}) if isinstance(spec, dict) else {}
+        observation = str(options.get("observation_type") or options.get("observation") or observation)
+        action_space = str(options.get("action_space") or action_space)
+    return action_space, observation
+
+
+def _run_dir(row: dict[str, Any], results_path: Path) -> Path | None:
+    value = row.get("trace_run_dir")
+    if not value:
+        return None
+    for candidate in (Path(value), results_path.parent / value):
+        if (candidate / "manifest.json").is_file():
+            return candidate
+    return None
+
+
+def export_results(inputs: list[Path], out_dir: Path) -> dict[str, int]:
+    """Write upstream's layout under `out_dir` from the OSWorld rows of `inputs`; returns counts."""
+    counts = {"tasks": 0, "scored": 0, "skipped": 0}
+    for path in inputs:
+        for row in iter_rows(path):
+            if row.get("benchmark") != "osworld":
+                continue
+            if row.get("stop_reason") in ("requires_unavailable", "not_executed", "cancelled"):
+                counts["skipped"] += 1  # never ran: upstream's loop would not have made a folder either
+                continue
+            domain = domain_of(str(row.get("task_id", "")))
+            if domain is None:
+                counts["skipped"] += 1
+                continue
+            example = str(row["task_id"])[len(f"osworld-{domain}-"):]
+            run_dir = _run_dir(row, Path(path))
+            action_space, observation = _settings(row, run_dir)
+            folder = out_dir / action_space / observation / model_folder(row.get("model")) / domain / example
+            if int(row.get("trial") or 0) > 0:
+                folder = folder.with_name(f"{example}@trial{row['trial']}")  # upstream has one result per task
+            folder.mkdir(parents=True, exist_ok=True)
+            _write_traj(folder, run_dir)
+            if has_score(row):
+                (folder / "result.txt").write_text(f"{float(row['score'])}\n", encoding="utf-8")
+                counts["scored"] += 1
+            counts["tasks"] += 1
+    return counts
+
+
+def _write_traj(folder: Path, run_dir: Path | None) -> None:
+    """`traj.jsonl` and the step screenshots, from the trace's `env_step` events and `screens/step_NNN.png`."""
+    lines = []
+    if run_dir is not None:
+        try:
+            events = load_run(run_dir).events
+        except TraceReadError:
+            events = []
+        for number, event in enumerate((e for e in events if e.kind == "env_step"), start=1):
+            payload = event.payload or {}
+            stamp = _stamp(event.ts)
+            shot = f"step_{number}_{stamp}.png"
+            source = run_dir / "screens" / f"step_{number:03d}.png"
+            if source.is_file():
+                shutil.copyfile(source, folder / shot)
+            action = payload.get("action")
+            done = isinstance(action, str) and action.strip() in ("DONE", "FAIL")
+            info = {"fail": True} if done and action.strip() == "FAIL" else {"done": True} if done else {}
+            lines.append(json.dumps({"step_num": number, "action_timestamp": stamp, "action": action, "reward": 0,
+                                     "done": done, "info": info, "screenshot_file": shot}))
+    (folder / "traj.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def _stamp(ts: str | None) -> str:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(str(ts).replace("Z", "+00:00")).strftime(_TIMESTAMP)
+    except ValueError:
+        return "00000000@000000"
+
+
+def import_results(root: Path, split: str, output: Path) -> list[BenchmarkRunResult]:
+    """Append one row per task folder of upstream's layout under `root` (its `<action_space>/<observation>/
+    <model>` level or any level above it)."""
+    root = Path(root)
+    if not root.is_dir():
+        raise BenchmarkUsageError(f"{root}: not a folder; give upstream's results folder "
+                                  "(<root>/<action_space>/<observation_type>/<model>/<domain>/<id>/result.txt)")
+    folders = sorted(p.parent for p in root.rglob("traj.jsonl")) + sorted(p.parent for p in root.rglob("result.txt"))
+    tasks = sorted(set(folders))
+    if not tasks:
+        raise BenchmarkUsageError(f"{root}: no task folders (no traj.jsonl or result.txt below it); expected "
+                                  "upstream OSWorld's results layout")
+    results = ResultsFile(Path(output))
+    rows = []
+    for folder in tasks:
+        row = _row(folder, root, split)
+        results.append(row)
+        rows.append(row)
+    return rows
+
+
+def _row(folder: Path, root: Path, split: str) -> BenchmarkRunResult:
+    parts = folder.relative_to(root).parts
+    if len(parts) < 2:
+        raise BenchmarkUsageError(f"{folder}: expected <domain>/<example id> folders under {root}")
+    domain, example = parts[-2], parts[-1]
+    setting = dict(zip(("action_space", "observation_type", "model"), parts[-5:-2])) if len(parts) >= 5 else {}
+    model = f"imported:{setting.get('model', root.name)}"
+    spec = RunSpec(model_name=model, model_family="imported", benchmark_name="osworld", benchmark_split=split,
+                   prompt_protocol="osworld upstream run.py (imported)",
+                   metadata={"imported_from": str(root), **setting})
+    traj = folder / "traj.jsonl"
+    steps = sum(1 for line in traj.read_text(encoding="utf-8").splitlines() if line.strip()) if traj.is_file() else 0
+    result = folder / "result.txt"
+    score, error = None, None
+    if result.is_file():
+        text = result.read_text(encoding="utf-8").strip()
+        try:
+            score = float(text)
+        except ValueError:
+            raise BenchmarkUsageError(f"{result}: '{text[:40]}' is not a number (upstream writes the score)") from None
+    else:
+        error = "no result.txt: upstream's loop did not score this task"
+    digest = hashlib.sha256(str(folder).encode()).hexdigest()[:8]
+    example, _, trial = example.partition("@trial")  # export's name for trials after the first
+    return BenchmarkRunResult(
+        task_id=f"osworld-{domain}-{example}", benchmark="osworld", split=split, subset=domain,
+        trial=int(trial) if trial.isdigit() else 0, model=model, success=None if score is None else score >= 1.0, score=score,
+        stop_reason="env_terminal" if score is not None else "error", steps=steps, run_spec_ref=spec.fingerprint(),
+        error=error, metadata={"domain": domain, "status": "scored" if score is not None else "error",
+                               "imported_folder": str(folder), "import_id": digest, **setting})
