@@ -47,12 +47,15 @@ def export_results(paths: list[Path], fmt: str, issues: list[RowIssue] | None = 
     return redact_text(_export_results(paths, fmt, issues))
 
 
-FORMATS = ("csv", "md", "gaia-submission", "tau-bench")  # `qit bench export --format`
+FORMATS = ("csv", "md", "gaia-submission", "tau-bench", "osworld")  # `qit bench export --format`
 
 
 def _export_results(paths: list[Path], fmt: str, issues: list[RowIssue] | None) -> str:
     if fmt not in FORMATS:
         raise BenchmarkUsageError(f"--format '{fmt}' is not known; use {', '.join(FORMATS)}")
+    if fmt == "osworld":
+        raise BenchmarkUsageError("--format osworld writes upstream's results folder, not one text: "
+                                  "qit bench export --input FILE --format osworld --output DIR")
     rows = []
     for path in paths:
         if not path.is_file():
@@ -73,7 +76,7 @@ def _export_results(paths: list[Path], fmt: str, issues: list[RowIssue] | None) 
         return buffer.getvalue()
     if fmt == "md":
         return _markdown(rows)
-    return _gaia_submission(rows)  # the last of FORMATS
+    return _gaia_submission(rows)
 
 
 def _markdown(rows: list[dict]) -> str:

@@ -236,11 +236,11 @@ def export(
     html: Annotated[Optional[Path], typer.Option("--html", help="write one self-contained HTML page")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="write the run as one JSON document")] = None,
     input: Annotated[Optional[list[Path]], typer.Option("--input", "-i", help="results JSONL file(s): --input a.jsonl b.jsonl")] = None,
-    format: Annotated[Optional[str], typer.Option("--format", help="csv | md | gaia-submission | tau-bench")] = None,
-    output: Annotated[Optional[Path], typer.Option("--output", help="where to write (default: stdout)")] = None,
+    format: Annotated[Optional[str], typer.Option("--format", help="csv | md | gaia-submission | tau-bench | osworld")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", help="where to write (default: stdout; osworld: a folder, required)")] = None,
     secret_env: SecretEnv = [],
 ) -> None:
-    """Export a run (--html/--json) or results (--input --format csv|md|gaia-submission|tau-bench)."""
+    """Export a run (--html/--json) or results (--input --format csv|md|gaia-submission|tau-bench|osworld)."""
     mark_secrets(secret_env)
     from qitos.benchmark import export as exp
 
@@ -258,7 +258,10 @@ def export(
             typer.echo(f"wrote {json_out}")
         return
     if not input or not format:
-        raise UsageError("give --run DIR (--html/--json) or --input FILE --format csv|md|gaia-submission|tau-bench")
+        raise UsageError("give --run DIR (--html/--json) or --input FILE --format csv|md|gaia-submission|tau-bench|osworld")
+    if format == "osworld":  # upstream's results folder layout, not one text
+        _export_osworld(input, output)
+        return
     issues: list = []
     text = exp.export_results(input, format, issues)
     print_notes(issues)  # on stderr: stdout is the export
@@ -269,23 +272,43 @@ def export(
         typer.echo(text, nl=False)
 
 
+def _export_osworld(inputs: list[Path], output: Path | None) -> None:
+    if output is None:
+        raise UsageError("--format osworld writes upstream's results folder: give --output DIR")
+    for path in inputs:
+        if not path.is_file():
+            raise UsageError(f"--input {path}: no such file")
+    from qitos.benchmark.osworld.interop import export_results
+
+    counts = export_results(inputs, output)
+    typer.echo(f"wrote {counts['tasks']} task folder(s) ({counts['scored']} with result.txt) under {output}; "
+               f"{counts['skipped']} row(s) that never ran have none, as upstream")
+
+
 @bench_app.command("import")
 @user_errors
 def import_(
-    file: Annotated[Path, typer.Argument(help="a results file of another harness")],
-    format: Annotated[str, typer.Option("--format", help="tau-bench (upstream run.py's results JSON)")] = "tau-bench",
+    file: Annotated[Path, typer.Argument(help="a results file (tau-bench) or folder (osworld) of another harness")],
+    format: Annotated[str, typer.Option("--format", help="tau-bench (upstream run.py's results JSON) | osworld (upstream's results folder)")] = "tau-bench",
     subset: Annotated[str, typer.Option(help="tau-bench domain of the file: retail | airline")] = "retail",
-    split: Annotated[str, typer.Option(help="split of the file's task indices")] = "test",
+    split: Annotated[Optional[str], typer.Option(help="split of the file's tasks (default tau-bench: test, osworld: test_all)")] = None,
     output: Annotated[Optional[Path], typer.Option(help="results JSONL to append to (default results/imported_<file>.jsonl)")] = None,
     trace_logdir: TraceLogdir = "runs",
 ) -> None:
     """Turn another harness's results into rows and traces that `qit bench eval` and qita show."""
-    if format != "tau-bench":
-        raise UsageError(f"--format {format}: only tau-bench can be imported")
-    from qitos.benchmark.tau_bench.interop import import_results
+    if format not in ("tau-bench", "osworld"):
+        raise UsageError(f"--format {format}: tau-bench and osworld can be imported")
     from qitos.trace.writer import ensure_writable_dir
 
     out = output or Path("results") / f"imported_{file.stem}.jsonl"
+    if format == "osworld":
+        from qitos.benchmark.osworld.interop import import_results as import_osworld
+
+        ensure_writable_dir(Path(trace_logdir))
+        rows = import_osworld(file, split or "test_all", out, Path(trace_logdir))
+        typer.echo(f"imported {len(rows)} task folder(s) of {file} → {out} (traces in {trace_logdir}/)")
+        return
+    from qitos.benchmark.tau_bench.interop import import_results
     ensure_writable_dir(Path(trace_logdir))
-    rows = import_results(file, subset, split, out, Path(trace_logdir))
+    rows = import_results(file, subset, split or "test", out, Path(trace_logdir))
     typer.echo(f"imported {len(rows)} trajectories of {file} → {out} (traces in {trace_logdir}/)")

@@ -12,7 +12,6 @@ from osworld_fake_controller import FakeController
 from test_osworld_bench_cli import GSETTINGS, INFEASIBLE, qit, rows, write_script
 from test_osworld_headline import upstream_figures
 
-from qitos.benchmark.osworld.interop import export_results, import_results
 from qitos.benchmark.osworld.metrics import osworld_metrics
 
 
@@ -38,8 +37,9 @@ def test_export_show_result_import_round_trip(tmp_path: Path, osworld_data: Path
     ours = rows(tmp_path / "r.jsonl")
     assert {r["task_id"]: r["score"] for r in ours if r["score"] is not None} == {INFEASIBLE: 0.0, GSETTINGS: 1.0}
 
-    counts = export_results([tmp_path / "r.jsonl"], tmp_path / "results")
-    assert counts == {"tasks": 2, "scored": 2, "skipped": 1}
+    exported = qit("bench", "export", "--input", "r.jsonl", "--format", "osworld", "--output", "results", cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    assert "wrote 2 task folder(s) (2 with result.txt)" in exported.stdout and "1 row(s) that never ran" in exported.stdout
     model = next(p.name for p in (tmp_path / "results" / "computer_13" / "a11y_tree").iterdir())
     folder = tmp_path / "results" / "computer_13" / "a11y_tree" / model / "os" / GSETTINGS.split("-", 2)[2]
     traj = [json.loads(line) for line in (folder / "traj.jsonl").read_text().splitlines()]
@@ -63,9 +63,12 @@ def test_export_show_result_import_round_trip(tmp_path: Path, osworld_data: Path
     assert (up["runned"], up["success_rate"]) == (theirs["runned"], pytest.approx(theirs["success_rate"]))
     assert theirs["domains"]["os"] == (2, 0.5)
 
-    imported = import_results(tmp_path / "results", "test_all", tmp_path / "imported.jsonl")
-    assert len(imported) == 10
-    again = osworld_metrics([r.model_dump(mode="json") for r in imported])["upstream"]
-    assert again == up
-    by_id = {r.task_id: r for r in imported}
-    assert by_id[GSETTINGS].score == 1.0 and by_id[GSETTINGS].success is True and by_id[GSETTINGS].steps == 2
+    done = qit("bench", "import", "results", "--format", "osworld", "--output", "imported.jsonl", cwd=tmp_path)
+    assert done.returncode == 0 and "imported 10 task folder(s)" in done.stdout, done.stderr
+    imported = rows(tmp_path / "imported.jsonl")
+    report = qit("bench", "eval", "--input", "imported.jsonl", "--json", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    (group,) = json.loads(report.stdout)["groups"]
+    assert group["benchmark_metrics"]["osworld"]["upstream"] == up
+    by_id = {r["task_id"]: r for r in imported}
+    assert by_id[GSETTINGS]["score"] == 1.0 and by_id[GSETTINGS]["success"] is True and by_id[GSETTINGS]["steps"] == 2

@@ -15,7 +15,6 @@ headline counts as a failure and upstream's ignores, as `show_result.py` does.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shutil
@@ -24,6 +23,8 @@ from typing import Any
 
 from qitos.spec.run_spec import RunSpec
 from qitos.trace.reader import TraceReadError, load_run
+from qitos.trace.schema import RunSummary
+from qitos.trace.writer import TraceWriter, new_run_id
 
 from ..errors import BenchmarkUsageError
 from ..results import BenchmarkRunResult, ResultsFile, iter_rows
@@ -125,9 +126,9 @@ def _stamp(ts: str | None) -> str:
         return "00000000@000000"
 
 
-def import_results(root: Path, split: str, output: Path) -> list[BenchmarkRunResult]:
-    """Append one row per task folder of upstream's layout under `root` (its `<action_space>/<observation>/
-    <model>` level or any level above it)."""
+def import_results(root: Path, split: str, output: Path, trace_logdir: Path) -> list[BenchmarkRunResult]:
+    """Append one row (and write one trace, holding the `traj.jsonl` lines) per task folder of upstream's layout
+    under `root` (its `<action_space>/<observation>/<model>` level or any level above it)."""
     root = Path(root)
     if not root.is_dir():
         raise BenchmarkUsageError(f"{root}: not a folder; give upstream's results folder "
@@ -140,13 +141,13 @@ def import_results(root: Path, split: str, output: Path) -> list[BenchmarkRunRes
     results = ResultsFile(Path(output))
     rows = []
     for folder in tasks:
-        row = _row(folder, root, split)
+        row = _row(folder, root, split, Path(trace_logdir))
         results.append(row)
         rows.append(row)
     return rows
 
 
-def _row(folder: Path, root: Path, split: str) -> BenchmarkRunResult:
+def _row(folder: Path, root: Path, split: str, trace_logdir: Path) -> BenchmarkRunResult:
     parts = folder.relative_to(root).parts
     if len(parts) < 2:
         raise BenchmarkUsageError(f"{folder}: expected <domain>/<example id> folders under {root}")
@@ -156,8 +157,9 @@ def _row(folder: Path, root: Path, split: str) -> BenchmarkRunResult:
     spec = RunSpec(model_name=model, model_family="imported", benchmark_name="osworld", benchmark_split=split,
                    prompt_protocol="osworld upstream run.py (imported)",
                    metadata={"imported_from": str(root), **setting})
-    traj = folder / "traj.jsonl"
-    steps = sum(1 for line in traj.read_text(encoding="utf-8").splitlines() if line.strip()) if traj.is_file() else 0
+    traj_file = folder / "traj.jsonl"
+    traj = [json.loads(line) for line in traj_file.read_text(encoding="utf-8").splitlines() if line.strip()] \
+        if traj_file.is_file() else []
     result = folder / "result.txt"
     score, error = None, None
     if result.is_file():
@@ -168,11 +170,26 @@ def _row(folder: Path, root: Path, split: str) -> BenchmarkRunResult:
             raise BenchmarkUsageError(f"{result}: '{text[:40]}' is not a number (upstream writes the score)") from None
     else:
         error = "no result.txt: upstream's loop did not score this task"
-    digest = hashlib.sha256(str(folder).encode()).hexdigest()[:8]
     example, _, trial = example.partition("@trial")  # export's name for trials after the first
+    trial_number = int(trial) if trial.isdigit() else 0
+    tid = f"osworld-{domain}-{example}"
+    stop = "env_terminal" if score is not None else "error"
+    writer = TraceWriter(trace_logdir, new_run_id("osworld-import", tid, trial_number), fsync="never")
+    writer.update(model_id=model, model_family="imported", benchmark_name="osworld", benchmark_split=split,
+                  prompt_protocol=spec.prompt_protocol,
+                  run_spec={**spec.model_dump(mode="json"), "fingerprint": spec.fingerprint()},
+                  task={"id": tid, "objective": f"OSWorld {domain} task {example} (imported)",
+                        "metadata": {"benchmark": "osworld", "split": split, "domain": domain}})
+    writer.write_manifest()
+    for line in traj:
+        writer.event("imported_step", "ACT", line, step_id=None)
+    writer.finalize("failed" if error else "completed",
+                    RunSummary(stop_reason=stop, steps=len(traj),
+                               failure_report={"type": "upstream", "message": error} if error else None),
+                    evaluation={"score": score} if score is not None else None)
     return BenchmarkRunResult(
-        task_id=f"osworld-{domain}-{example}", benchmark="osworld", split=split, subset=domain,
-        trial=int(trial) if trial.isdigit() else 0, model=model, success=None if score is None else score >= 1.0, score=score,
-        stop_reason="env_terminal" if score is not None else "error", steps=steps, run_spec_ref=spec.fingerprint(),
-        error=error, metadata={"domain": domain, "status": "scored" if score is not None else "error",
-                               "imported_folder": str(folder), "import_id": digest, **setting})
+        task_id=tid, benchmark="osworld", split=split, trial=trial_number, model=model,
+        success=None if score is None else score >= 1.0, score=score, stop_reason=stop, steps=len(traj),
+        trace_run_dir=str(writer.run_dir), run_spec_ref=spec.fingerprint(), error=error,
+        metadata={"domain": domain, "status": "scored" if score is not None else "error",
+                  "imported_folder": str(folder), **setting})
