@@ -106,6 +106,10 @@ class Recipe:
     description: str = ""
     official: bool = True  # oracles and other validators are not official baselines
     needs_model: bool = True
+    # the benchmark's reference baseline, as its upstream code runs it (checked by differential tests): True;
+    # QitOS's own agent: False (its RunSpec says so, and numbers are not comparable with published baselines);
+    # None: the benchmark publishes no reference agent
+    upstream: bool | None = None
     # why this recipe cannot run a task here (e.g. an oracle whose reference solution is unreliable), checked
     # before `prepare`: the row ends `requires_unavailable` with the reason, nothing staged or built
     unavailable: Callable[[Task], str | None] | None = None

@@ -211,7 +211,7 @@ class JobContext:
             "benchmark_name": cfg.benchmark, "benchmark_split": cfg.load.split, "benchmark_subset": cfg.load.subset,
             "dataset_digest": self.dataset_digest, "agent_code": code, "model_server": recorded(cfg.model.server),
             "metadata": {"recipe": self.recipe.name, "recipe_official": self.recipe.official,
-                         "recipe_needs_model": self.recipe.needs_model,
+                         "recipe_needs_model": self.recipe.needs_model, "recipe_upstream": self.recipe.upstream,
                          "scorer_official": self.adapter.scorer_official, "scorer_note": self.adapter.scorer_note,
                          "variant": cfg.load.variant, "options": cfg.load.options},
         }

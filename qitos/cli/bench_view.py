@@ -291,7 +291,10 @@ def list_benchmarks(data_dir: Path | None) -> list[dict[str, Any]]:
             reqs = adapter.requirements(load)
             entry["requirements"] = [r.model_dump() for r in reqs]
             entry["can_run"] = all(r.ok for r in reqs)
-            entry["recipes"] = list(adapter.recipes())
+            recipes = adapter.recipes()
+            entry["recipes"] = list(recipes)
+            # which recipe is the benchmark's reference baseline as upstream runs it (True), QitOS's own (False)
+            entry["recipes_upstream"] = {name: r.upstream for name, r in recipes.items()}
             entry["runnable"] = adapter.runnable_here(load)
             subsets = adapter.subset_splits(load)
             if subsets:  # splits differ per subset (Tau-Bench's domains): each subset's, and what runs here
@@ -355,7 +358,9 @@ def print_details(info: list[dict[str, Any]]) -> None:
         if e.get("description"):
             console.print(e["description"], markup=False)
         console.print(f"splits (tasks): {_splits_text(e) or '-'}", markup=False)
-        console.print(f"recipes: {', '.join(e.get('recipes', [])) or '-'}", markup=False)
+        marks = {True: " (upstream's)", False: " (QitOS's own)"}
+        named = [f"{r}{marks.get((e.get('recipes_upstream') or {}).get(r), '')}" for r in e.get("recipes", [])]
+        console.print(f"recipes: {', '.join(named) or '-'}", markup=False)
         if "options" in e:
             _print_options(e["options"])
         console.print(f"runs here: {'yes' if e.get('can_run') else 'no'}")

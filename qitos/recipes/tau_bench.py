@@ -281,18 +281,23 @@ def tau_recipes() -> dict[str, Recipe]:
         "tool-calling": Recipe(
             "tool-calling", build_tool_calling,
             "upstream's tool-calling agent: the policy as system prompt, native function calls, text goes to the user",
+            upstream=True,
         ),
         "react": Recipe(
             "react", _build_chat_react(True), "upstream's ReAct agent: Thought + Action JSON in text, no native tools",
+            upstream=True,
         ),
-        "act": Recipe("act", _build_chat_react(False), "upstream's Act agent: Action JSON in text, no native tools"),
+        "act": Recipe("act", _build_chat_react(False), "upstream's Act agent: Action JSON in text, no native tools",
+                      upstream=True),
         "few-shot": Recipe(
             "few-shot", build_few_shot,
             "upstream's few-shot tool-calling agent (--option num_few_shots=5 run_seed=10, as upstream)",
+            upstream=True,
         ),
         "tool-calling-repair": Recipe(
             "tool-calling-repair", build_repair,
             "NOT upstream's protocol: tool-calling whose invalid tool-argument JSON gets a repair message",
+            upstream=False,
         ),
         "oracle": Recipe(
             "oracle", build_oracle, "plays the gold actions and states the outputs (validates the env; not a baseline)",

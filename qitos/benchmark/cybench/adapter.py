@@ -175,7 +175,8 @@ class CybenchAdapter(BenchmarkAdapter):
         return {
             "react": Recipe("react", build_react_agent,
                             "upstream-style text agent: one shell command per reply, `Answer:` ends a question, "
-                            "keeps its last 3 responses and observations"),
+                            "keeps its last 3 responses and observations (QitOS's own agent, not upstream's)",
+                            upstream=False),
             "oracle": Recipe("oracle", build_oracle_agent,
                              "validation: runs the task's reference solution in the sandbox and submits its flag "
                              "(gold answers for the other subtasks); no model calls", official=False,

@@ -210,7 +210,8 @@ class OsworldAdapter(BenchmarkAdapter):
 
         return {
             "react-computer-use": Recipe("react-computer-use", build_react_computer_use,
-                                         "screenshot + accessibility tree in, one computer_13 action out (json_decision)"),
+                                         "screenshot + accessibility tree in, one computer_13 action out (json_decision; "
+                                         "QitOS's own agent, not upstream's PromptAgent)", upstream=False),
             "scripted-actions": Recipe("scripted-actions", build_scripted_actions,
                                        "each model reply is one bare computer_13 action (for scripted:<jsonl> tests)",
                                        official=False),
