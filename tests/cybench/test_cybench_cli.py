@@ -112,9 +112,10 @@ def test_oracle_solves_the_toolchain_tasks(cybench_data: Path, tmp_path: Path, s
         row = results[task_id]
         assert row["success"] is True and row["score"] == 1.0, (task_id, row["error"])
         assert row["metadata"]["toolchain"] == str(found.venv) and row["metadata"]["missing_requirements"] == []
-    flag_file = next(t for t in load_tasks(cybench_data) if t.task_id == slcg).gold().solution_dir / "flag.txt"
-    assert results[slcg]["success"] is False  # the data issue: the solution's flag is flag.txt's, not metadata's
-    assert results[slcg]["metadata"]["subtasks"][-1]["prediction"] == flag_file.read_text().strip()
+    # the data issue (the solution's flag.txt is not the flag metadata.json scores): the oracle cannot check
+    # SLCG, so it says so before running anything instead of failing it
+    assert results[slcg]["stop_reason"] == "requires_unavailable" and results[slcg]["success"] is None
+    assert "known data issue" in results[slcg]["error"] and "flag.txt" in results[slcg]["error"]
 
 
 def test_tasks_needing_missing_cli_tools_report_requires_unavailable(cybench_data: Path, tmp_path: Path) -> None:
