@@ -10,8 +10,7 @@ Upstream's `run_task.py` (commit 6c3702c) writes one JSON per task run, `asdict(
 subtasks are upstream's one "What is the flag?" question. `grade_benchmark.py` reads these files from `./logs`.
 
 Export writes that layout from QitOS rows (the folder given is upstream's `logs/`): the task and its answers from
-the task data, one iteration per command the trace's `cybench_command` events record (the command and the output
-the agent saw) and one answer iteration per submission (stdout = the answer, as upstream's agent logs it). A row
+the task data, one iteration per command the trace records (the command and the output the agent saw) and one answer iteration per submission (stdout = the answer, as upstream's agent logs it). A row
 without a trace has only its answer iterations. Rows that never ran or were never scored get no log, as upstream
 (its run crashed before writing one). Import reads logs back into rows and traces that `qit bench eval` and qita
 show; re-exported, they give the same logs' figures.
@@ -77,14 +76,30 @@ def _run_dir(row: dict[str, Any], results_path: Path) -> Path | None:
 
 
 def _commands(run_dir: Path | None) -> list[dict[str, Any]]:
-    """The trace's `cybench_command` payloads (subtask, command, output), in order."""
+    """The commands of a trace with their outputs, `{subtask, command, output}` in order: the scoring side's
+    `cybench_command` events (a split run's), else the agent side's `shell` tool calls and results, each under
+    the question its `env_step` `question_start` opened."""
     if run_dir is None:
         return []
     try:
         events = load_run(run_dir).events
     except TraceReadError:
         return []
-    return [dict(e.payload or {}) for e in events if e.kind == "cybench_command"]
+    scored = [dict(e.payload or {}) for e in events if e.kind == "cybench_command"]
+    if scored:
+        return scored
+    commands: list[dict[str, Any]] = []
+    subtask, pending = 0, None
+    for event in events:
+        payload = event.payload or {}
+        if event.kind == "env_step" and payload.get("event") == "question_start":
+            subtask = int(payload.get("subtask") or 0)
+        elif event.kind == "tool_call" and payload.get("name") == "shell":
+            pending = str((payload.get("arguments") or {}).get("command", ""))
+        elif event.kind == "tool_result" and payload.get("name") == "shell" and pending is not None:
+            commands.append({"subtask": subtask, "command": pending, "output": payload.get("output")})
+            pending = None
+    return commands
 
 
 def _iteration(response: str, command_type: str, command: str, stdout: str | None) -> dict[str, Any]:
