@@ -202,6 +202,7 @@ def import_results(root: Path, output: Path, trace_logdir: Path) -> list[Benchma
     for file in files:
         try:
             log = json.loads(file.read_text(encoding="utf-8"))
+            log.setdefault("task", log.get("challenge"))  # older logs say challenge / challenge_run_input
             log["task"]["path"], log["task"]["subtasks"], log["subtask_completions"].items()
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise BenchmarkUsageError(f"{file}: not an upstream CyBench run log ({exc!r}); expected "
