@@ -47,15 +47,15 @@ def export_results(paths: list[Path], fmt: str, issues: list[RowIssue] | None = 
     return redact_text(_export_results(paths, fmt, issues))
 
 
-FORMATS = ("csv", "md", "gaia-submission", "tau-bench", "osworld")  # `qit bench export --format`
+FORMATS = ("csv", "md", "gaia-submission", "tau-bench", "osworld", "cybench")  # `qit bench export --format`
 
 
 def _export_results(paths: list[Path], fmt: str, issues: list[RowIssue] | None) -> str:
     if fmt not in FORMATS:
         raise BenchmarkUsageError(f"--format '{fmt}' is not known; use {', '.join(FORMATS)}")
-    if fmt == "osworld":
-        raise BenchmarkUsageError("--format osworld writes upstream's results folder, not one text: "
-                                  "qit bench export --input FILE --format osworld --output DIR")
+    if fmt in ("osworld", "cybench"):
+        raise BenchmarkUsageError(f"--format {fmt} writes upstream's results folder, not one text: "
+                                  f"qit bench export --input FILE --format {fmt} --output DIR")
     rows = []
     for path in paths:
         if not path.is_file():

@@ -236,11 +236,11 @@ def export(
     html: Annotated[Optional[Path], typer.Option("--html", help="write one self-contained HTML page")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="write the run as one JSON document")] = None,
     input: Annotated[Optional[list[Path]], typer.Option("--input", "-i", help="results JSONL file(s): --input a.jsonl b.jsonl")] = None,
-    format: Annotated[Optional[str], typer.Option("--format", help="csv | md | gaia-submission | tau-bench | osworld")] = None,
-    output: Annotated[Optional[Path], typer.Option("--output", help="where to write (default: stdout; osworld: a folder, required)")] = None,
+    format: Annotated[Optional[str], typer.Option("--format", help="csv | md | gaia-submission | tau-bench | osworld | cybench")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", help="where to write (default: stdout; osworld, cybench: a folder, required)")] = None,
     secret_env: SecretEnv = [],
 ) -> None:
-    """Export a run (--html/--json) or results (--input --format csv|md|gaia-submission|tau-bench|osworld)."""
+    """Export a run (--html/--json) or results (--input --format csv|md|gaia-submission|tau-bench|osworld|cybench)."""
     mark_secrets(secret_env)
     from qitos.benchmark import export as exp
 
@@ -258,9 +258,12 @@ def export(
             typer.echo(f"wrote {json_out}")
         return
     if not input or not format:
-        raise UsageError("give --run DIR (--html/--json) or --input FILE --format csv|md|gaia-submission|tau-bench|osworld")
+        raise UsageError("give --run DIR (--html/--json) or --input FILE --format csv|md|gaia-submission|tau-bench|osworld|cybench")
     if format == "osworld":  # upstream's results folder layout, not one text
         _export_osworld(input, output)
+        return
+    if format == "cybench":  # upstream's logs/ layout, one JSON per task run
+        _export_cybench(input, output)
         return
     issues: list = []
     text = exp.export_results(input, format, issues)
@@ -285,19 +288,33 @@ def _export_osworld(inputs: list[Path], output: Path | None) -> None:
                f"{counts['skipped']} row(s) that never ran have none, as upstream")
 
 
+def _export_cybench(inputs: list[Path], output: Path | None) -> None:
+    if output is None:
+        raise UsageError("--format cybench writes upstream's logs folder: give --output DIR")
+    for path in inputs:
+        if not path.is_file():
+            raise UsageError(f"--input {path}: no such file")
+    from qitos.benchmark.base import default_data_dir
+    from qitos.benchmark.cybench.interop import export_results
+
+    counts = export_results(inputs, output, default_data_dir() / "cybench")
+    typer.echo(f"wrote {counts['logs']} run log(s) under {output} (upstream's logs/ layout); "
+               f"{counts['skipped']} row(s) that never ran or were never scored have none, as upstream")
+
+
 @bench_app.command("import")
 @user_errors
 def import_(
-    file: Annotated[Path, typer.Argument(help="a results file (tau-bench) or folder (osworld) of another harness")],
-    format: Annotated[str, typer.Option("--format", help="tau-bench (upstream run.py's results JSON) | osworld (upstream's results folder)")] = "tau-bench",
+    file: Annotated[Path, typer.Argument(help="a results file (tau-bench) or folder (osworld, cybench) of another harness")],
+    format: Annotated[str, typer.Option("--format", help="tau-bench (upstream run.py's results JSON) | osworld (upstream's results folder) | cybench (upstream's logs folder)")] = "tau-bench",
     subset: Annotated[str, typer.Option(help="tau-bench domain of the file: retail | airline")] = "retail",
-    split: Annotated[Optional[str], typer.Option(help="split of the file's tasks (default tau-bench: test, osworld: test_all)")] = None,
+    split: Annotated[Optional[str], typer.Option(help="split of the file's tasks (default tau-bench: test, osworld: test_all; cybench: read from each log)")] = None,
     output: Annotated[Optional[Path], typer.Option(help="results JSONL to append to (default results/imported_<file>.jsonl)")] = None,
     trace_logdir: TraceLogdir = "runs",
 ) -> None:
     """Turn another harness's results into rows and traces that `qit bench eval` and qita show."""
-    if format not in ("tau-bench", "osworld"):
-        raise UsageError(f"--format {format}: tau-bench and osworld can be imported")
+    if format not in ("tau-bench", "osworld", "cybench"):
+        raise UsageError(f"--format {format}: tau-bench, osworld and cybench can be imported")
     from qitos.trace.writer import ensure_writable_dir
 
     out = output or Path("results") / f"imported_{file.stem}.jsonl"
@@ -307,6 +324,13 @@ def import_(
         ensure_writable_dir(Path(trace_logdir))
         rows = import_osworld(file, split or "test_all", out, Path(trace_logdir))
         typer.echo(f"imported {len(rows)} task folder(s) of {file} → {out} (traces in {trace_logdir}/)")
+        return
+    if format == "cybench":
+        from qitos.benchmark.cybench.interop import import_results as import_cybench
+
+        ensure_writable_dir(Path(trace_logdir))
+        rows = import_cybench(file, out, Path(trace_logdir))
+        typer.echo(f"imported {len(rows)} run log(s) of {file} → {out} (traces in {trace_logdir}/)")
         return
     from qitos.benchmark.tau_bench.interop import import_results
     ensure_writable_dir(Path(trace_logdir))

@@ -109,10 +109,14 @@ def test_guided_protocol_reveals_only_what_upstream_reveals(prepared) -> None:
         serve("shell.run", {"command": "ls"})
     with pytest.raises(AgentCallRefused, match="episode is over"):
         serve("subtask.submit", {"index": 3, "answer": "x"})
-    assert [(k, p["subtask"], p["outcome"], p["revealed"], p["commands"]) for k, p in events] == [
+    commands = [p for k, p in events if k == "cybench_command"]  # the trace's record of each command run
+    assert commands == [{"subtask": 0, "command": "ls", "output": "output.txt\nsource.py\n[exit code 0]"},
+                        {"subtask": 0, "command": "true", "output": "[no output; exit code 0]"}]
+    submissions = [(k, p) for k, p in events if k != "cybench_command"]
+    assert [(k, p["subtask"], p["outcome"], p["revealed"], p["commands"]) for k, p in submissions] == [
         ("cybench_submission", 0, "out_of_iterations", True, 2), ("cybench_submission", 1, "answered", False, 0),
         ("cybench_submission", 2, "out_of_iterations", False, 0)]
-    assert events[0][1]["reveal"] == record.reveal_message(0)
+    assert submissions[0][1]["reveal"] == record.reveal_message(0)
 
     # scores come from this record: the agent's final state (or answer) cannot rewrite a closed subtask
     lie = {"records": [{"index": i, "outcome": "answered", "iterations": 1} for i in range(3)]}

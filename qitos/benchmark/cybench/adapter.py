@@ -57,6 +57,7 @@ from qitos.benchmark.cybench.runtime import (
     docker_available,
     requires_unavailable_reason,
 )
+from qitos.benchmark.cybench.metrics import upstream_flag_seen
 from qitos.benchmark.cybench.scoring import extract_answer, score_task
 from qitos.benchmark.cybench.services import plan_for
 from qitos.benchmark.cybench.stack import ServiceStack, ServiceStartError
@@ -395,6 +396,9 @@ class CybenchAdapter(BenchmarkAdapter):
             "category": record.categories[0] if record.categories else None, "difficulty": record.difficulty,
             "difficulty_name": record.difficulty_name, "subtasks": subtasks, "partial_credit": score.partial,
             "missing_requirements": runtime.handles["missing_requirements"],
+            "task_path": record.path,  # upstream's `task.path`: its logs and grade_benchmark.py key on it
+            "upstream_flag_seen": episode.records[-1].flag_in_output
+            or upstream_flag_seen(record.gold().flag, [answers[-1]]),
             "toolchain": str(runtime.handles["toolchain"]) if runtime.handles.get("toolchain") else None,
         }
         stack = runtime.handles.get("services")

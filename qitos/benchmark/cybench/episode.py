@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from qitos.benchmark.cybench.metrics import upstream_flag_seen
 from qitos.benchmark.cybench.runtime import CybenchRuntime
 from qitos.benchmark.cybench.tasks import UNGUIDED_QUESTION, CybenchTask, Split
 from qitos.benchmark.gold import Sealed
@@ -64,6 +65,7 @@ class Submission(BaseModel):
     outcome: Outcome = "pending"
     revealed: bool = False
     commands: int = 0  # shell commands run while this question was open
+    flag_in_output: bool = False  # a command's output showed the flag's inner text (upstream's "solved")
 
 
 class CybenchEpisode:
@@ -119,7 +121,10 @@ class CybenchEpisode:
         if limit is not None and record.commands >= limit:
             raise AgentCallRefused(f"{self._what()} has used its {limit} iterations; no more commands run for it")
         record.commands += 1
-        return {"output": format_result(self.runtime.run(command))}
+        output = format_result(self.runtime.run(command))
+        record.flag_in_output = record.flag_in_output or upstream_flag_seen(self._gold.open().gold().flag, [output])
+        self._trace({"subtask": self.current, "command": command, "output": output}, "cybench_command")
+        return {"output": output}
 
     def submit(self, index: Any, answer: Any, has_answer: bool = True) -> dict[str, Any]:
         if not has_answer:
@@ -164,9 +169,9 @@ class CybenchEpisode:
     def _what(self) -> str:
         return f"subtask {self.current + 1}" if self.split == "guided" else "this episode"
 
-    def _trace(self, payload: dict[str, Any]) -> None:
+    def _trace(self, payload: dict[str, Any], kind: str = "cybench_submission") -> None:
         if self.trace_event is not None:
-            self.trace_event("cybench_submission", payload)
+            self.trace_event(kind, payload)
 
     def close(self) -> None:
         self.runtime.close()
