@@ -114,6 +114,38 @@ def test_same_requests_and_rewards_as_upstream(tau_data: Path, server: OpenAISer
         check_import(tau_data, tmp_path, upstream["file"], domain)
 
 
+# The edges: a reply with content null and no tool call, and a respond whose content is a list (a called
+# respond tool, or the Action JSON). Every agent on both domains, the user strategies in turn.
+EDGE_CASES = [(domain, agent, USERS[(2 * a + d) % len(USERS)], HALF * ((a + d) % 2))
+              for a, agent in enumerate(AGENTS) for d, domain in enumerate(("retail", "airline"))]
+
+
+@pytest.mark.parametrize(("domain", "agent", "user", "start"), EDGE_CASES)
+def test_null_and_list_replies_carry_on_as_upstream(tau_data: Path, server: OpenAIServer, tmp_path: Path,
+                                                    domain: str, agent: str, user: str, start: int) -> None:
+    """Upstream says None or the list to the user and carries on; its outputs check raises if it reaches one."""
+    server.requests.clear()
+    server.default.edges = True
+    try:
+        upstream = run_upstream(tau_data, server, tmp_path, domain, agent, user, start, 1)
+        expected = requests(server)
+        ours = run_qitos(tau_data, server, tmp_path, domain, agent, user, start, 1)
+        got = requests(server)
+    finally:
+        server.default.edges = False
+    assert expected == got, first_difference(expected, got)
+    assert ours["rewards"] == upstream["rewards"]
+    said = [m.get("content") for r in got for m in r["messages"] if m["role"] == "user"
+            and str(r["messages"][0]["content"]).startswith("You are a user interacting")]
+    assert any(isinstance(c, list) for c in said)  # the list reached the simulated user
+    if agent in ("tool-calling", "few-shot"):
+        assert None in said  # and so did the null content
+    EDGE_COUNTS[(domain, agent)] = (len(expected), sorted(upstream["rewards"].values()))
+
+
+EDGE_COUNTS: dict[tuple[str, str], tuple[int, list[float]]] = {}
+
+
 def test_the_cases_cover_every_pairing() -> None:
     for domain in ("retail", "airline"):
         for agent in AGENTS:
