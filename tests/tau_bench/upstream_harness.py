@@ -9,7 +9,9 @@ same reply to the same request whatever else happened before.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import sys
 import types
@@ -94,6 +96,25 @@ def upstream_modules(upstream: Path, base_url: str) -> Iterator[types.ModuleType
         for name in [n for n in sys.modules if n == "litellm" or n.startswith("tau_bench")]:
             del sys.modules[name]
         sys.modules.update(saved)
+
+
+def upstream_display_metrics(upstream: Path, results: list[dict[str, Any]]) -> dict[str, float]:
+    """Upstream run.py's own ``display_metrics`` on these results (EnvRunResult fields), read from what it prints:
+    ``upstream_average_reward`` and ``upstream_pass^k``, the names ``qit bench eval`` gives them."""
+    with upstream_modules(upstream, "http://127.0.0.1:9") as run:  # no model call is made
+        from tau_bench.types import EnvRunResult
+
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            run.display_metrics([EnvRunResult(**{"info": {}, "traj": [], **r}) for r in results])
+    figures: dict[str, float] = {}
+    for line in printed.getvalue().splitlines():
+        if "Average reward:" in line:
+            figures["upstream_average_reward"] = float(line.split(":", 1)[1])
+        elif line.strip().startswith("k="):
+            k, value = line.strip()[2:].split(":", 1)
+            figures[f"upstream_pass^{k}"] = float(value)
+    return figures
 
 
 # --- the scripted model -----------------------------------------------------------------------------
