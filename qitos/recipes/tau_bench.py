@@ -11,7 +11,8 @@ user's first message; the task instruction stays with the user, on the scoring s
 * ``tool-calling``: the policy (wiki.md) as system prompt and the domain tools as functions. Only
   the first tool call of a reply runs (the kept assistant message is cut to it, with its arguments
   as the model wrote them), its result comes back as a "tool" message; a reply without tool calls
-  is said to the user (``respond``), whose answer comes back as a "user" message. Arguments that
+  is said to the user (``respond``; content null is said as null), whose answer comes back as a "user"
+  message, as it does for a called ``respond`` tool (whose reply is kept with every call). Arguments that
   are not a JSON object end the episode with reward 0, as upstream's ``json.loads`` raising does.
 * ``few-shot``: the same loop; the system prompt adds ``num_few_shots`` examples from upstream's
   few-shot file, drawn as upstream's run draws them (see :mod:`..benchmark.tau_bench.run_options`).
@@ -170,7 +171,14 @@ class TauToolCallingAgent(_TauAgent):
             state.messages.append({"role": "user", "content": repair_note(parse)})
             return state
         result = outcome.results[0] if outcome.results else None
-        if response.tool_calls:
+        if response.tool_calls and response.tool_calls[0].name == RESPOND_ACTION:
+            # upstream: a called ``respond`` is said to the user; the reply is kept whole, the answer is a user message
+            calls = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": raw_arguments(response, i)}}
+                     for i, c in enumerate(response.tool_calls)]
+            state.messages.append({"role": "assistant", "content": response.text, "tool_calls": calls})
+            if result is not None:
+                state.messages.append({"role": "user", "content": result.observation_text()})
+        elif response.tool_calls:
             call = response.tool_calls[0]
             function = {"name": call.name, "arguments": raw_arguments(response)}
             state.messages.append({

@@ -70,8 +70,8 @@ def test_serve_allows_only_the_conversation_in_order(tau_data: Path, tmp_path: P
     assert adapter.serve(task, runtime, "user.reset", {}) == {"observation": "Hi, I am Yusuf Rossi, zip 19122."}
     with pytest.raises(AgentCallRefused, match="already started"):
         adapter.serve(task, runtime, "user.reset", {})
-    with pytest.raises(AgentCallRefused, match="string 'content'"):
-        adapter.serve(task, runtime, "user.respond", {"content": ["not", "text"]})
+    with pytest.raises(AgentCallRefused, match="needs a 'content'"):  # any JSON value is said as it is (upstream)
+        adapter.serve(task, runtime, "user.respond", {"message": "hi"})
     with pytest.raises(AgentCallRefused, match="no scoring-side service"):
         adapter.serve(task, runtime, "gold.actions", {})
     assert adapter.serve(task, runtime, "user.respond", {"content": "Bye"}) == {"observation": "###STOP###",

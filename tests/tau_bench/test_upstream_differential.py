@@ -7,7 +7,9 @@ The chat requests (model, messages, tools, temperature and seed present or absen
 same sequence, and so must the rewards. Upstream's only extra requests are its user constructors'
 resets without an instruction, whose replies it discards; they are left out of the comparison.
 One case runs two trials, imports upstream's results file with `qit bench import` and checks
-that `qit bench eval` gives the file's average reward and pass^k.
+that `qit bench eval` gives the file's average reward and pass^k, and that its upstream_* figures are what
+upstream's own display_metrics computes from the file. The edge cases add replies with null content and no
+tool call and responds with list content, which upstream says to the user as they are.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typer.testing import CliRunner
 from qitos.cli.qit import app
 from tests.support.openai_server import OpenAIServer
 
-from .upstream_harness import Script, is_constructor_call, normal_request, upstream_modules
+from .upstream_harness import Script, is_constructor_call, normal_request, upstream_display_metrics, upstream_modules
 
 AGENTS = ("tool-calling", "react", "act", "few-shot")
 USERS = ("llm", "react", "verify", "reflection")
@@ -114,6 +116,34 @@ def test_same_requests_and_rewards_as_upstream(tau_data: Path, server: OpenAISer
         check_import(tau_data, tmp_path, upstream["file"], domain)
 
 
+# The edges: a reply with content null and no tool call, and a respond whose content is a list (a called
+# respond tool, or the Action JSON). Every agent on both domains, the user strategies in turn.
+EDGE_CASES = [(domain, agent, USERS[(2 * a + d) % len(USERS)], HALF * ((a + d) % 2))
+              for a, agent in enumerate(AGENTS) for d, domain in enumerate(("retail", "airline"))]
+
+
+@pytest.mark.parametrize(("domain", "agent", "user", "start"), EDGE_CASES)
+def test_null_and_list_replies_carry_on_as_upstream(tau_data: Path, server: OpenAIServer, tmp_path: Path,
+                                                    domain: str, agent: str, user: str, start: int) -> None:
+    """Upstream says None or the list to the user and carries on; its outputs check raises if it reaches one."""
+    server.requests.clear()
+    server.default.edges = True
+    try:
+        upstream = run_upstream(tau_data, server, tmp_path, domain, agent, user, start, 1)
+        expected = requests(server)
+        ours = run_qitos(tau_data, server, tmp_path, domain, agent, user, start, 1)
+        got = requests(server)
+    finally:
+        server.default.edges = False
+    assert expected == got, first_difference(expected, got)
+    assert ours["rewards"] == upstream["rewards"]
+    said = [m.get("content") for r in got for m in r["messages"] if m["role"] == "user"
+            and str(r["messages"][0]["content"]).startswith("You are a user interacting")]
+    assert any(isinstance(c, list) for c in said)  # the list reached the simulated user
+    if agent in ("tool-calling", "few-shot"):
+        assert None in said  # and so did the null content
+
+
 def test_the_cases_cover_every_pairing() -> None:
     for domain in ("retail", "airline"):
         for agent in AGENTS:
@@ -144,6 +174,10 @@ def check_import(tau_data: Path, tmp: Path, upstream_file: Path, domain: str) ->
     for k in (1, 2):
         expected = sum(math.comb(c, k) / math.comb(trials, k) for c in passes.values()) / len(passes)
         assert figures[f"pass^{k}"] == pytest.approx(expected)
+    # upstream's own headline: its display_metrics on its own results file, beside QitOS's figures
+    upstream = upstream_display_metrics(tau_data / "upstream", items)
+    assert set(upstream) == {"upstream_average_reward", "upstream_pass^1", "upstream_pass^2"}
+    assert {key: figures[key] for key in upstream} == upstream
 
 
 def by_task(bodies: list[dict[str, Any]], script: Script) -> dict[int, list[dict[str, Any]]]:

@@ -9,7 +9,9 @@ same reply to the same request whatever else happened before.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import sys
 import types
@@ -96,16 +98,37 @@ def upstream_modules(upstream: Path, base_url: str) -> Iterator[types.ModuleType
         sys.modules.update(saved)
 
 
+def upstream_display_metrics(upstream: Path, results: list[dict[str, Any]]) -> dict[str, float]:
+    """Upstream run.py's own ``display_metrics`` on these results (EnvRunResult fields), read from what it prints:
+    ``upstream_average_reward`` and ``upstream_pass^k``, the names ``qit bench eval`` gives them."""
+    with upstream_modules(upstream, "http://127.0.0.1:9") as run:  # no model call is made
+        from tau_bench.types import EnvRunResult
+
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            run.display_metrics([EnvRunResult(**{"info": {}, "traj": [], **r}) for r in results])
+    figures: dict[str, float] = {}
+    for line in printed.getvalue().splitlines():
+        if "Average reward:" in line:
+            figures["upstream_average_reward"] = float(line.split(":", 1)[1])
+        elif line.strip().startswith("k="):
+            k, value = line.strip()[2:].split(":", 1)
+            figures[f"upstream_pass^{k}"] = float(value)
+    return figures
+
+
 # --- the scripted model -----------------------------------------------------------------------------
 USER_ROLE = "You are a user interacting with an agent."
 SUPERVISOR = "You are a supervisor of the Agent"
 DONE = "That is all DONE."
+NULL_REPLY = "<null>"  # a scripted move: a reply with content null and no tool call
 
 
 class Script:
     """Replies chosen from the request only: user simulator, judge, reflection, or agent by protocol."""
 
     def __init__(self, tau_data: Path) -> None:
+        self.edges = False  # also reply with no content and no tool call, and respond with list content
         self.tasks: dict[str, list[dict[str, Any]]] = {}
         self.by_instruction: dict[str, tuple[str, int]] = {}
         for domain in ("retail", "airline"):
@@ -154,7 +177,7 @@ class Script:
             if marker in opening:
                 domain, index = d, int(opening.split(marker, 1)[1].split("]", 1)[0])
         step = sum(1 for m in messages if m["role"] == "assistant")
-        plan = self.plan(domain, index)
+        plan = self.plan(domain, index, native=bool(body.get("tools")))
         name, kwargs = plan[min(step, len(plan) - 1)]
         if body.get("tools"):
             reply = self.native(name, kwargs, index)
@@ -163,12 +186,19 @@ class Script:
                 call["id"] = f"call_{digest}_{number}"
             return reply
         react = "Thought:" in str(messages[0]["content"]).split("#Available tools")[-1]
+        if name == NULL_REPLY:
+            return Reply(text=None)
         if kwargs is None:  # text that is not an action JSON
             return Reply(text=(f"Thought:\nhmm\nAction:\n{name}" if react else name))
         action = json.dumps({"name": name, "arguments": kwargs})
         return Reply(text=(f"Thought:\nNext step.\nAction:\n{action}" if react else f"Action:\n{action}"))
 
     def native(self, name: str, kwargs: dict[str, Any] | None, index: int) -> Reply:
+        if name == NULL_REPLY:
+            return Reply(text=None)  # no content, no tool call: upstream says None to the user
+        if name == "respond" and kwargs and not isinstance(kwargs["content"], str):  # a called respond tool
+            calls = [{"name": name, "arguments": json.dumps(kwargs)}, {"name": "think", "arguments": "{}"}]
+            return Reply(text=None, tool_calls=calls)
         if name == "respond":
             return Reply(text=kwargs["content"] if kwargs else "")
         if kwargs is None:  # arguments that are not JSON
@@ -178,7 +208,7 @@ class Script:
             calls.append({"name": "calculate", "arguments": "{\"expression\":\"1+1\"}"})
         return Reply(text="Working on it." if index % 3 == 1 else None, tool_calls=calls)
 
-    def plan(self, domain: str | None, index: int) -> list[tuple[str, dict[str, Any] | None]]:
+    def plan(self, domain: str | None, index: int, native: bool = True) -> list[tuple[str, dict[str, Any] | None]]:
         """The agent's moves for a task: gold actions (varied by task index), then the outputs and DONE."""
         if domain is None:
             return [("respond", {"content": "Hello?"})]
@@ -194,6 +224,16 @@ class Script:
         if variant == 4:
             gold = [("no_such_tool", {"x": 1})] + gold
         final = " and ".join(task["outputs"]) if task["outputs"] else "Done"
+        if self.edges:  # odd tasks say their outputs first, so upstream's outputs check never reaches the edges
+            edges = [(NULL_REPLY, None), ("respond", {"content": [{"type": "text", "text": f"Listed {index}."}]})]
+            if index % 4 == 3:
+                edges = edges[::-1]
+            if not native and index % 3:  # a text reply with no content ends upstream's react/act: only some tasks
+                edges = [move for move in edges if move[0] != NULL_REPLY]
+            if index % 2:
+                gold = gold + [("respond", {"content": f"So far: {final}."})] + edges
+            else:
+                gold = edges + gold
         return gold + [("respond", {"content": f"{final}. {DONE}"})]
 
 

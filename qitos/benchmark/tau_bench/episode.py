@@ -20,7 +20,7 @@ from .state import TauDb, deep_copy
 from .tools import call_tool, domain_tools
 
 # the user's reply to a respond: (observation, does it end the episode)
-Respond = Callable[[str], "tuple[str, bool]"]
+Respond = Callable[[Any], "tuple[str, bool]"]
 
 
 class TauEpisode:
@@ -64,10 +64,9 @@ class TauEpisode:
                 for name, keys in sorted(self.db.written().items())}
 
 
-def respond_content(kwargs: Mapping[str, Any]) -> str:
+def respond_content(kwargs: Mapping[str, Any]) -> Any:
+    """The content said to the user, of any JSON type: upstream sends None (a reply with no text and no tool
+    call) or a list to the user as it is, and fails only when its outputs check reaches it."""
     if "content" not in kwargs:
         raise InvalidActionError("respond needs a 'content' argument (the message to the user)")
-    content = kwargs["content"]
-    if not isinstance(content, str):
-        raise InvalidActionError(f"respond content must be a string, got {type(content).__name__}")
-    return content
+    return deep_copy(kwargs["content"])

@@ -33,3 +33,8 @@ class UserSimulatorError(TauError, ValueError):
 
 class EnvStateError(TauError, RuntimeError):
     """The environment was used out of order (e.g. step before reset)."""
+
+
+class OutputsCheckError(TauError):
+    """Upstream's outputs check calls ``.lower()`` on a respond content that is not text (None, a list):
+    its ``calculate_reward`` raises, so the episode ends with reward 0. QitOS raises this at the same point."""

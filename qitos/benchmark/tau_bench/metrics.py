@@ -1,10 +1,16 @@
-"""Scoring side (rows, never in a run): Tau-Bench's own figures over result rows: average reward and pass^k, overall and per domain.
+"""Scoring side (rows, never in a run): Tau-Bench's figures over result rows: average reward and pass^k, overall and per domain.
 
 pass^k (upstream's pass-hat-k) is, averaged over tasks, the chance that k trials drawn without
 replacement from the task's n trials all pass: C(c, k) / C(n, k) with c passing trials. A trial
-passes when its reward is within 1e-6 of 1. As in upstream's run.py, n is the number of trials
-requested: a trial that crashed, was not scored or has no row at all is a failure (reward 0), and
-every selected task enters the mean, so missing work never raises the figures.
+passes when its reward is within 1e-6 of 1.
+
+Two versions. ``average_reward`` and ``pass^k`` are QitOS's: n is the number of trials requested,
+a trial that crashed, was not scored or has no row at all is a failure (reward 0), and every
+selected task enters the mean, so missing work never raises the figures. ``upstream_average_reward``
+and ``upstream_pass^k`` are upstream's headline, computed as ``display_metrics`` in upstream's
+run.py computes it: over the rows there are, n the number of distinct trials among them, the tasks
+those rows name. Upstream writes a row for every run (a crash is reward 0), so on a complete run
+the two agree; on an incomplete one only QitOS's counts what is missing.
 """
 
 from __future__ import annotations
@@ -59,6 +65,23 @@ def domain_metrics(rows: list[dict[str, Any]], selected: tuple[int, int] | None 
     }
     for k in range(1, n + 1):
         out[f"pass^{k}"] = pass_hat_k(trials, k, n, tasks)
+    out.update(upstream_metrics(rows))
+    return out
+
+
+def upstream_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Upstream run.py's ``display_metrics`` over these rows: its average reward and pass^1..n."""
+    if not rows:
+        return {}
+    num_trials = len({row.get("trial") for row in rows})
+    rewards = [row_reward(row) for row in rows]
+    passes: dict[str, int] = {}
+    for row, reward in zip(rows, rewards):
+        task = str(row["task_id"])
+        passes[task] = passes.get(task, 0) + (1 if 1 - SUCCESS_TOLERANCE <= reward <= 1 + SUCCESS_TOLERANCE else 0)
+    out: dict[str, Any] = {"upstream_average_reward": sum(rewards) / len(rewards)}
+    for k in range(1, num_trials + 1):
+        out[f"upstream_pass^{k}"] = sum(math.comb(c, k) / math.comb(num_trials, k) for c in passes.values()) / len(passes)
     return out
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .data import RESPOND_ACTION, TERMINATE_TOOLS, Action, DomainData, Task
+from .errors import OutputsCheckError
 from .state import TauDb, deep_copy
 from .tools import call_tool, domain_tools
 
@@ -79,20 +80,32 @@ def gold_state(domain_data: DomainData, split: str, task_index: int) -> GoldStat
     return cached
 
 
-def said_in(actions: Sequence[Action]) -> list[str]:
-    """The contents of the respond actions of an action log, in order."""
-    return [str(action.kwargs.get("content", "")) for action in actions if action.name == RESPOND_ACTION]
+def said_in(actions: Sequence[Action]) -> list[Any]:
+    """The contents of the respond actions of an action log, in order (as sent: not always text)."""
+    return [action.kwargs.get("content", "") for action in actions if action.name == RESPOND_ACTION]
 
 
-def outputs_found(outputs: Sequence[str], said: Sequence[str]) -> dict[str, bool]:
-    """Each expected output -> whether some message said to the user contains it (commas removed, any case)."""
-    texts = [text.lower().replace(",", "") for text in said]
-    return {output: any(output.lower() in text for text in texts) for output in outputs}
+def outputs_found(outputs: Sequence[str], said: Sequence[Any]) -> dict[str, bool]:
+    """Each expected output -> whether some message said to the user contains it (commas removed, any case).
+
+    As upstream's loop: for each output, the messages in order until one contains it; a message that is not
+    text (None, a list) reached on the way raises, as ``.lower()`` raises there (:class:`OutputsCheckError`)."""
+    found: dict[str, bool] = {}
+    for output in outputs:
+        found[output] = False
+        for index, text in enumerate(said):
+            if not isinstance(text, str):
+                raise OutputsCheckError(f"message {index} said to the user is {type(text).__name__}, not text: "
+                                        "upstream's outputs check raises on it (reward 0)")
+            if output.lower() in text.lower().replace(",", ""):
+                found[output] = True
+                break
+    return found
 
 
 def compute_reward(
     domain_data: DomainData, split: str, task_index: int, db: TauDb, actions: Sequence[Action],
-    said: Sequence[str] | None = None,
+    said: Sequence[Any] | None = None,
 ) -> RewardResult:
     """Score the episode whose final database is `db` and whose action log is `actions`.
 

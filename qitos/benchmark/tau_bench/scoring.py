@@ -26,7 +26,7 @@ from qitos.models.base import ModelError, ModelResponse, Usage
 from ..base import TaskRuntime
 from ..sides.contract import AgentCallRefused
 from .data import STOP_TOKEN, TERMINATE_TOOLS, Action, DomainData
-from .errors import TauDataError, TauError, UserSimulatorError
+from .errors import OutputsCheckError, TauDataError, TauError, UserSimulatorError
 from .reward import RewardResult, compute_reward
 from .run_options import few_shot_sample, run_options
 from .state import TauDb
@@ -66,7 +66,7 @@ class TauScoring:
         self.instruction = data.user_task(split, task_index).instruction
         self.user: UserSimulator | None = None
         self.user_config: dict[str, Any] = {}  # the model-driven user's model name and sampling (recorded)
-        self.said: list[str] = []  # every message the agent sent the user, in order
+        self.said: list[Any] = []  # every message the agent sent the user, in order
         self.started = False
         self.user_ended = False  # the user said ###STOP###
         self.failure: str | None = None  # the user failed (its model gave up, or its reply was unusable)
@@ -143,9 +143,9 @@ class TauScoring:
             raise AgentCallRefused("user.respond before user.reset: the user has not opened the conversation")
         if self.user_ended or self.failure is not None:
             raise AgentCallRefused("the conversation has ended; the user reads no further messages")
-        content = payload.get("content")
-        if not isinstance(content, str):
-            raise AgentCallRefused(f"user.respond needs a string 'content', got {type(content).__name__}")
+        if "content" not in payload:
+            raise AgentCallRefused("user.respond needs a 'content' (the message to the user)")
+        content = payload["content"]  # any JSON value: upstream's user takes None or a list as it is
         self.said.append(content)  # said, whatever the user does with it (upstream logs the action first)
         try:
             observation = self.user.step(content)
@@ -187,7 +187,14 @@ class TauScoring:
             return {**info, "done": False, "failure": failure, "reward": 0.0}
         ended_by_tool = state.get("ended_by") in TERMINATE_TOOLS  # the agent's own call: it could always make it
         done = failure is None and (self.user_ended or ended_by_tool)
-        result: RewardResult = compute_reward(self.data, self.split, self.task_index, db, actions, said=self.said)
+        try:
+            result: RewardResult = compute_reward(self.data, self.split, self.task_index, db, actions, said=self.said)
+        except OutputsCheckError as exc:
+            # Upstream scores an ended episode only, and there this raises: reward 0, the reason recorded.
+            failure = failure or (f"{type(exc).__name__}: {exc}" if done else None)
+            return {**info, "done": False, "failure": failure, "reward": 0.0,
+                    "actions_taken": [action.model_dump() for action in actions],
+                    "last_message": self.said[-1] if self.said else None}
         info.update(
             done=done,
             failure=failure,
