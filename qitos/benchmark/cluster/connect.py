@@ -92,6 +92,7 @@ def connect_ray(address: str | None) -> None:
         _use_local_token()
     else:
         extra["resources"] = local_resources()
+        extra["_node_ip_address"] = "127.0.0.1"  # a Ray of qit's own serves this machine only: loopback
     handlers = _stop_handlers()
     try:
         ray.init(address=address or "local", ignore_reinit_error=True, log_to_driver=False, include_dashboard=False,
