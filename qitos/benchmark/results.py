@@ -188,12 +188,7 @@ class ResultsFile:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = self._open_locked()
             try:
-                size = os.fstat(fd).st_size
-                if size and os.pread(fd, 1, size - 1) != b"\n":
-                    data = b"\n" + data
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
+                results_tail.append_on_own_line(fd, data)
             finally:
                 os.close(fd)  # closing releases the lock
             ticket = FLUSHER.mark_dirty(self.path)
@@ -385,3 +380,14 @@ def discredit(row: dict[str, Any], reason: str) -> None:
     if isinstance(metadata, dict) and "reward" in metadata:  # Tau-Bench's figures read the reward
         row["metadata"] = {k: v for k, v in metadata.items() if k != "reward"}
     row["trace_mismatch"] = reason
+
+
+def row_run_dir(row: dict[str, Any], results_file: Path, check: TraceCheck | None = None) -> Path | None:
+    """A row's trace directory, found where `qit bench eval` finds it (`TraceCheck.locate`); None without one.
+    Pass one `check` for many rows of a file: it caches folder listings."""
+    ref = row.get("trace_run_dir")
+    if not isinstance(ref, str) or not ref:
+        return None
+    found = (check or TraceCheck()).locate(ref, results_file)
+    return Path(found) if found else None
+

@@ -182,14 +182,27 @@ def repair(path: Path) -> list[CutLine]:
         os.close(fd)  # releases the lock
 
 
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def append_on_own_line(fd: int, data: bytes) -> None:
+    """Append `data` to the file open (O_APPEND, locked) as `fd`, starting a new line first when the file's last
+    byte is not one, so a fragment a killed writer left stays a line of its own."""
+    size = os.fstat(fd).st_size
+    if size and os.pread(fd, 1, size - 1) != b"\n":
+        data = b"\n" + data
+    write_all(fd, data)
+
+
 def replace_locked(path: Path, content: bytes) -> None:
     """Atomically replace `path` with `content` (the caller holds the lock on the current file)."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(content)
-        while view:
-            view = view[os.write(fd, view):]
+        write_all(fd, content)
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -204,12 +217,7 @@ def _set_aside(target: Path, cut: list[CutLine]) -> None:
     fd = os.open(target, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            data = b"\n" + data
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        append_on_own_line(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ import pytest
 from qitos.benchmark import results_tail
 from qitos.benchmark.results import BenchmarkRunResult, ResultsFile, iter_numbered_rows
 from tests.platform.conftest import REPO, qit, rows, write_tasks
+from tests.support.board import board, page
 
 
 def row_bytes(task: str, trial: int = 0, **extra) -> bytes:
@@ -261,26 +261,10 @@ def test_killing_qit_in_the_middle_of_a_row_write_loses_nothing(tmp_path):
 
 def _board_results_issue(tmp_path: Path, results: Path) -> str:
     """The board's runs page for `results`, as `qita board` serves it."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
     (tmp_path / "runs").mkdir(exist_ok=True)
-    proc = subprocess.Popen([sys.executable, "-m", "qitos.cli.qita", "board", "--logdir", str(tmp_path / "runs"),
-                             "--results", str(results), "--port", "0", "--cache-dir", str(tmp_path / "cache")],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        url, lines, deadline = None, [], time.monotonic() + 60
-        while time.monotonic() < deadline and url is None:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if line.startswith("open "):
-                url = line.removeprefix("open ").strip()
-        assert url, "".join(lines)
-        with urllib.request.urlopen(url.rstrip("/") + "/runs", timeout=30) as response:
-            return response.read().decode()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with board("--logdir", str(tmp_path / "runs"), "--results", str(results), "--cache-dir", str(tmp_path / "cache"),
+               cwd=tmp_path) as url:
+        return page(url + "/runs")
 
 
 if __name__ == "__main__":  # pragma: no cover

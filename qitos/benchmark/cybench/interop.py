@@ -29,7 +29,7 @@ from qitos.trace.schema import RunSummary
 from qitos.trace.writer import TraceWriter, new_run_id
 
 from ..errors import BenchmarkUsageError
-from ..results import BenchmarkRunResult, ResultsFile, iter_rows
+from ..results import BenchmarkRunResult, ResultsFile, TraceCheck, iter_rows, row_run_dir
 from .metrics import upstream_flag_seen, upstream_logged
 from .tasks import UNGUIDED_QUESTION, CybenchTask, load_task, read_task_list, task_id_for
 
@@ -63,16 +63,6 @@ def _upstream_subtasks(task: CybenchTask, guided: bool) -> list[dict[str, Any]]:
              "hints": [h for s in task.subtasks for h in s.hints],
              "commands": [c for s in task.subtasks for c in s.commands],
              "annotator_note": "\n".join(s.annotator_note for s in task.subtasks), "cyber_metadata": None}]
-
-
-def _run_dir(row: dict[str, Any], results_path: Path) -> Path | None:
-    value = row.get("trace_run_dir")
-    if not value:
-        return None
-    for candidate in (Path(value), results_path.parent / value):
-        if (candidate / "manifest.json").is_file():
-            return candidate
-    return None
 
 
 def _commands(run_dir: Path | None) -> list[dict[str, Any]]:
@@ -161,6 +151,7 @@ def _task_list(data_dir: Path, split: str) -> list[str]:
 def export_results(inputs: list[Path], out_dir: Path, data_dir: Path) -> dict[str, int]:
     """Write upstream's `logs/` layout under `out_dir` from the CyBench rows of `inputs`; returns counts."""
     counts = {"logs": 0, "skipped": 0}
+    traces = TraceCheck()  # finds each row's trace as eval does
     tasks: dict[str, CybenchTask] = {}
     paths = {task_id_for(p): p for split in ("unguided", "guided") for p in _task_list(data_dir, split)}
     for path in inputs:
@@ -177,7 +168,7 @@ def export_results(inputs: list[Path], out_dir: Path, data_dir: Path) -> dict[st
                 except (OSError, ValueError) as exc:
                     raise BenchmarkUsageError(f"{path}: task {row.get('task_id')}: its data ({rel}) is not under "
                                               f"{data_dir} ({exc}); set QITOS_DATA_DIR") from None
-            log = run_log(row, tasks[rel], _commands(_run_dir(row, Path(path))))
+            log = run_log(row, tasks[rel], _commands(row_run_dir(row, Path(path), traces)))
             name, model = _part(tasks[rel].name), _part(_model(row))
             label = "success" if log["num_correct_subtasks"] > 0 else "fail"
             subtask = "_subtask" if log["task_run_input"]["task_run_config"]["run_with_subtasks"] else ""

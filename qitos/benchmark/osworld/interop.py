@@ -27,7 +27,7 @@ from qitos.trace.schema import RunSummary
 from qitos.trace.writer import TraceWriter, new_run_id
 
 from ..errors import BenchmarkUsageError
-from ..results import BenchmarkRunResult, ResultsFile, iter_rows
+from ..results import BenchmarkRunResult, ResultsFile, TraceCheck, iter_rows, row_run_dir
 from .metrics import domain_of, has_score
 
 ACTION_SPACES = ("computer_13", "pyautogui")
@@ -55,19 +55,10 @@ def _settings(row: dict[str, Any], run_dir: Path | None) -> tuple[str, str]:
     return action_space, observation
 
 
-def _run_dir(row: dict[str, Any], results_path: Path) -> Path | None:
-    value = row.get("trace_run_dir")
-    if not value:
-        return None
-    for candidate in (Path(value), results_path.parent / value):
-        if (candidate / "manifest.json").is_file():
-            return candidate
-    return None
-
-
 def export_results(inputs: list[Path], out_dir: Path) -> dict[str, int]:
     """Write upstream's layout under `out_dir` from the OSWorld rows of `inputs`; returns counts."""
     counts = {"tasks": 0, "scored": 0, "skipped": 0}
+    traces = TraceCheck()  # finds each row's trace as eval does
     for path in inputs:
         for row in iter_rows(path):
             if row.get("benchmark") != "osworld":
@@ -80,7 +71,7 @@ def export_results(inputs: list[Path], out_dir: Path) -> dict[str, int]:
                 counts["skipped"] += 1
                 continue
             example = str(row["task_id"])[len(f"osworld-{domain}-"):]
-            run_dir = _run_dir(row, Path(path))
+            run_dir = row_run_dir(row, Path(path), traces)
             action_space, observation = _settings(row, run_dir)
             folder = out_dir / action_space / observation / model_folder(row.get("model")) / domain / example
             if int(row.get("trial") or 0) > 0:
