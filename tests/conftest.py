@@ -34,6 +34,18 @@ def require_data(name: str) -> Path:
     pytest.skip(message)
 
 
+def require_tokenizer():
+    """tiktoken's gpt-4 encoding, offline (`qit data fetch tokenizer`); skip, or fail under QITOS_REQUIRE_DATA=1."""
+    from qitos.benchmark import tokenizer
+
+    try:
+        return tokenizer.gpt4_encoding()
+    except tokenizer.TokenizerMissing as exc:
+        if os.environ.get("QITOS_REQUIRE_DATA") == "1":
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+
+
 def require_system(ok: bool, what: str) -> None:
     """Skip when a system tool (bwrap, Xvfb, Chromium, ...) is missing; fail instead in CI.
 

@@ -156,6 +156,11 @@ class JobContext:
             if root:
                 settings.extra_ro.append(root)
                 settings.pythonpath.append(root)
+        from . import tokenizer
+
+        if tokenizer.present():  # upstream agents count tokens with it; no gold in it
+            settings.extra_ro.append(str(tokenizer.cache_dir().resolve()))
+            settings.env["TIKTOKEN_CACHE_DIR"] = str(tokenizer.cache_dir().resolve())
         output = cfg.output or cfg.default_output()
         settings.hidden = hidden_paths([cfg.load.data_dir, cfg.load.root, output, output.parent, cfg.trace_logdir])
         settings.hidden += [str(Path(f).resolve()) for f in _with_bytecode(self.adapter.scoring_side_sources())]

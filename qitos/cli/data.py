@@ -85,7 +85,9 @@ def verify_cmd(name: Annotated[Optional[str], typer.Argument(help="dataset (defa
 
 @data_app.command("fetch")
 @user_errors
-def fetch_cmd(name: Annotated[str, typer.Argument(help="dataset: tau-bench, cybench, osworld")], data_dir: DataDir = None,
+def fetch_cmd(name: Annotated[str, typer.Argument(help="dataset: tau-bench, cybench, osworld; or `tokenizer`, the "
+                                                         "gpt-4 token counts upstream agents use")],
+              data_dir: DataDir = None,
               toolchain: Annotated[bool, typer.Option(
                   "--toolchain", help="cybench only: install the pinned CTF toolchain (pwntools, pycryptodome, sympy, "
                                       "...) from PyPI into $QITOS_TOOLCHAIN_DIR or <data dir>/cybench-toolchain "
@@ -97,12 +99,29 @@ def fetch_cmd(name: Annotated[str, typer.Argument(help="dataset: tau-bench, cybe
     if toolchain:
         _install_toolchain(name, root)
         return
+    if name == "tokenizer":
+        _install_tokenizer()
+        return
 
     def progress(done: int, total: int | None) -> None:
         typer.echo(f"\rdownloaded {done / 1e6:.1f} MB" + (f" of {total / 1e6:.1f} MB" if total else ""), nl=False)
 
     report = fetch(name, root, progress)
     typer.echo(f"\n{name}: verified at {report.path} ({report.ok} files)")
+
+
+def _install_tokenizer() -> None:
+    from qitos.benchmark import tokenizer
+    from qitos.benchmark.errors import BenchmarkUsageError
+
+    try:
+        tokenizer.install(typer.echo)
+    except tokenizer.TokenizerMissing as exc:
+        typer.echo(f"tokenizer: {exc}", err=True)
+        raise typer.Exit(EXIT_RUN_FAILED) from None
+    except OSError as exc:
+        raise BenchmarkUsageError(f"cannot write the tokenizer to {tokenizer.cache_dir()} ({exc}); set "
+                                  f"{tokenizer.TIKTOKEN_ENV} to a writable folder") from None
 
 
 def _install_toolchain(name: str, root: Path) -> None:
