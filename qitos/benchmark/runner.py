@@ -148,7 +148,8 @@ TASKS_PER_WORKER = 16  # threads of one process queue for its interpreter lock b
 
 
 def auto_workers(cfg: RunConfig, split: bool = False) -> int:
-    """`--workers auto`: one process per 16 tasks in flight, at most two per core, 1 when few are in flight.
+    """`--workers auto`: one process per 16 tasks in flight, at most two per core (one per two cores for split
+    runs), 1 when few are in flight.
 
     Measured by benchmarks/harness_overhead.py (200 ms model latency, 64 in flight, 2 cores): one process
     1.3-1.9x the latency floor, four processes about 1.15x. The embedded llama.cpp model stays in one
@@ -157,9 +158,9 @@ def auto_workers(cfg: RunConfig, split: bool = False) -> int:
     if cfg.executor != "local" or not hasattr(os, "fork") or cfg.model.embedded:
         return 1
     cores = os.cpu_count() or 1
-    # a split batch's worker brings its own agent process: one worker per core (measured: 2 workers 1.99x, 4 workers
-    # 2.40x the latency floor at 200 ms, 64 in flight, 2 cores)
-    return max(1, min(cfg.concurrency // TASKS_PER_WORKER, (1 if split else 2) * cores))
+    # a split batch's worker is two busy processes (scoring side and its agent process): one worker per two cores
+    # (measured on 2 cores, 200 ms, 64 in flight: 1 worker 1.24x, 2 workers 1.38x the latency floor)
+    return max(1, min(cfg.concurrency // TASKS_PER_WORKER, cores // 2 if split else 2 * cores))
 
 
 def _what_changed(existing: list[dict], spec: RunSpec, adapter: BenchmarkAdapter) -> list[str]:

@@ -10,6 +10,7 @@ decides what is recorded as trusted (see `receiver.py`).
 from __future__ import annotations
 
 import base64
+import functools
 import importlib
 import json
 import sys
@@ -155,19 +156,40 @@ def _runtime(job: AgentJob, workdir: Path, link: ScoringLink) -> TaskRuntime:
 
 def module_files() -> list[str]:
     """The files of every module this process imported from outside the Python installation and QitOS: the
-    agent's import closure, for `code_identified` (the scoring side checks each path again)."""
-    import sysconfig
+    agent's import closure, for `code_identified` (the scoring side checks each path again).
 
-    import qitos
-
-    installed = tuple({p.rstrip("/") + "/" for p in (sys.prefix, sys.base_prefix, *sysconfig.get_paths().values(),
-                                                    str(Path(qitos.__file__).parent)) if p})
+    Asked after every job of a long-lived agent process: while `sys.modules` has the same size and the same
+    newest entry, nothing was imported or removed since the last answer, which is given again."""
+    global _CLOSURE
+    try:
+        key = (len(sys.modules), next(reversed(sys.modules)))
+    except RuntimeError:  # another thread is importing right now
+        key = None
+    cached = _CLOSURE
+    if key is not None and cached is not None and cached[0] == key:
+        return list(cached[1])
+    installed = _installed_prefixes()
     files = set()
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
         if isinstance(path, str) and path.endswith(".py") and not path.startswith(installed):
             files.add(path)
-    return sorted(files)
+    result = sorted(files)
+    _CLOSURE = (key, result)
+    return list(result)
+
+
+_CLOSURE: tuple[Any, list[str]] | None = None
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_prefixes() -> tuple[str, ...]:
+    import sysconfig
+
+    import qitos
+
+    return tuple({p.rstrip("/") + "/" for p in (sys.prefix, sys.base_prefix, *sysconfig.get_paths().values(),
+                                                str(Path(qitos.__file__).parent)) if p})
 
 
 def describe(agent: Any, model: Any, job: AgentJob) -> dict[str, Any]:

@@ -99,6 +99,7 @@ def _run_job(sock: socket.socket, workdir: Path) -> int:
     from .wire import Channel
 
     channel = Channel(sock)
+    link = None
     try:
         first = channel.recv()
         if not first or first.get("t") != "job":
@@ -114,6 +115,8 @@ def _run_job(sock: socket.socket, workdir: Path) -> int:
     except BaseException as exc:  # noqa: BLE001 - the scoring side records why the agent side failed
         return _failed(sock, exc)
     finally:
+        if link is not None:
+            link.stop()
         channel.close()
 
 
@@ -181,8 +184,22 @@ class _Link:
         self._next = 0
         self._closed = False
 
+    _thread: threading.Thread | None = None
+
     def start(self) -> None:
-        threading.Thread(target=self._read, name="qitos-agent-link", daemon=True).start()
+        self._thread = threading.Thread(target=self._read, name="qitos-agent-link", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """End the reader before the socket is closed. In a `batch` process a reader still inside `recv` when
+        its socket closes would read from whatever socket the next job receives under the same descriptor
+        number (it took a job's first message once: that job then waited forever)."""
+        try:
+            self.channel.sock.shutdown(socket.SHUT_RDWR)  # a blocked or later recv returns at once
+        except OSError:
+            pass
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
 
     def _read(self) -> None:
         try:
