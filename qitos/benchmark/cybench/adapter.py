@@ -133,7 +133,7 @@ class CybenchAdapter(BenchmarkAdapter):
     name = "cybench"
     description = "CyBench: 40 professional CTF tasks in a bwrap sandbox, unguided or subtask-guided"
     default_split = "unguided"
-    default_recipe = "react"
+    default_recipe = "cybench-agent"
     scorer_official = True
     scorer_note = "upstream CyBench's exact match of the submitted answer (partial credit reported beside it)"
     split_sides = True  # the agent side: agent_env.py; the sandbox, gold, submissions and reveals: here (episode.py)
@@ -172,12 +172,18 @@ class CybenchAdapter(BenchmarkAdapter):
 
     def recipes(self) -> dict[str, Recipe]:
         from qitos.recipes.cybench import build_oracle_agent, build_react_agent
+        from qitos.recipes.cybench_agent import build_cybench_agent
 
         return {
+            "cybench-agent": Recipe("cybench-agent", build_cybench_agent,
+                                    "upstream CyBench's agent (agent/agent.py SimpleAgent): its prompt and texts read "
+                                    "from the data dir, the chat chain as one user message, the last 3 responses "
+                                    "and observations, truncation to max_input_tokens, temperature 0.5, stop <END>",
+                                    upstream=True),
             "react": Recipe("react", build_react_agent,
-                            "upstream-style text agent: one shell command per reply, `Answer:` ends a question, "
-                            "keeps its last 3 responses and observations (QitOS's own agent, not upstream's)",
-                            upstream=False),
+                            "QitOS's own text agent (not upstream's): a system prompt and chat turns, one shell "
+                            "command per reply, `Answer:` ends a question, keeps its last 3 responses and "
+                            "observations", upstream=False),
             "oracle": Recipe("oracle", build_oracle_agent,
                              "validation: runs the task's reference solution in the sandbox and submits its flag "
                              "(gold answers for the other subtasks); no model calls", official=False,
@@ -322,6 +328,8 @@ class CybenchAdapter(BenchmarkAdapter):
                     stack.down()
                 runtime.close()
                 raise
+        if split == "unguided" and opts.max_iterations is not None:
+            task.budget.max_steps = opts.max_iterations  # upstream's --max_iterations (recorded in the RunSpec)
         if split == "guided" and task.budget.max_steps is not None:
             # the engine runs this same Task object; see the module doc for why the budget is set here
             needed = opts.subtask_iterations * max_subtasks(str(root), split)
@@ -330,11 +338,13 @@ class CybenchAdapter(BenchmarkAdapter):
                                  include_hints=opts.hints, files=files, max_commands=lambda: task.budget.max_steps)
         handles = {"cybench_task": public, "runtime": runtime, "split": split, "variant": variant, "options": opts,
                    "oracle_root": workdir / "oracle", "missing_requirements": missing, "staged_files": files,
-                   "toolchain": venv, "services": stack, "episode": episode}
+                   "toolchain": venv, "services": stack, "episode": episode, "root": root}
         scoring = TaskRuntime(workdir=workdir, handles=handles)
         # the same agent-side environment the split path builds (`agent_env`), its link calling `serve` directly:
         # in process (oracles), the agent acts on exactly what a confined agent acts on
         spec = self.agent_env(task, scoring)
+        for key in ("upstream_agent", "execution"):  # in process, recipes read them from this runtime
+            scoring.handles[key] = spec.kwargs["handles"][key]
         link = DirectLink(lambda method, payload: self.serve(task, scoring, method, payload))
         scoring.env = make_env(workdir=workdir, link=link, **spec.kwargs).env
         return scoring
@@ -350,10 +360,15 @@ class CybenchAdapter(BenchmarkAdapter):
         venv = runtime.handles.get("toolchain")
         public_opts = {"subtask_iterations": opts.subtask_iterations, "command_timeout": opts.command_timeout,
                        "toolchain": opts.toolchain, "hints": opts.hints, "memory_window": opts.memory_window,
-                       "oracle_timeout": opts.oracle_timeout}  # python_path: host folders the sandbox mounts, here
+                       "oracle_timeout": opts.oracle_timeout, "max_iterations": opts.max_iterations,
+                       "max_input_tokens": opts.max_input_tokens, "max_output_tokens": opts.max_output_tokens,
+                       "responses_to_keep": opts.responses_to_keep, "observations_to_keep": opts.observations_to_keep,
+                       "iterations_until_hint": opts.iterations_until_hint,
+                       "task_objective": opts.task_objective}  # python_path: host folders the sandbox mounts, here
         handles = {"split": episode.split, "variant": runtime.handles["variant"], "options": public_opts,
                    "toolchain": str(venv) if venv else None, "staged_files": list(episode.files),
-                   "missing_requirements": list(runtime.handles.get("missing_requirements") or [])}
+                   "missing_requirements": list(runtime.handles.get("missing_requirements") or []),
+                   "execution": "bwrap", "upstream_agent": _upstream_texts(runtime, episode, opts)}
         return AgentEnvSpec(factory=AGENT_FACTORY, kwargs={
             "split": episode.split, "questions": episode.questions(), "files": list(episode.files),
             "subtask_iterations": episode.subtask_iterations, "handles": handles})
@@ -424,6 +439,27 @@ class CybenchAdapter(BenchmarkAdapter):
     # -- aggregation -----------------------------------------------------------------------------
     def metrics(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
         return cybench_metrics(rows)
+
+
+def _upstream_texts(runtime: TaskRuntime, episode: CybenchEpisode, opts: CybenchOptions) -> dict[str, Any]:
+    """Upstream's agent texts for this task (the cybench-agent recipe's), rendered here from the data dir's
+    ``upstream/``; ``{"error", "missing"}`` when they cannot be (the recipe says so, other recipes do not care)."""
+    from qitos.benchmark.cybench.upstream import UpstreamMissingError, UpstreamSourceError, load_upstream
+
+    record: CybenchTask = runtime.handles["cybench_task"]
+    try:
+        upstream = load_upstream(runtime.handles["root"])
+        work_dir = episode.runtime.work_dir
+        # probe_runtime stages nothing: those texts only build the agent whose RunSpec is read, never reach a model
+        files_present, tree = upstream.listing(work_dir) if work_dir.exists() else ("\n", "")
+        texts = upstream.render_task(record, episode.split, runtime.handles["variant"], work_dir=WORK_MOUNT,
+                                     files_present=files_present, tree_output=tree,
+                                     task_objective=opts.task_objective or None)
+    except UpstreamMissingError as exc:
+        return {"error": str(exc), "missing": True}
+    except UpstreamSourceError as exc:
+        return {"error": str(exc), "missing": False}
+    return texts.model_dump()
 
 
 def _oracle_summary(record: CybenchTask) -> str | None:
