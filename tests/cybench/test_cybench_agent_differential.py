@@ -17,6 +17,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from typer.testing import CliRunner
 from qitos.benchmark.cybench.runtime import CybenchRuntime
 from qitos.benchmark.cybench.tasks import load_tasks
 from qitos.benchmark.cybench.upstream import load_upstream
+from qitos.benchmark.cybench.upstream_texts import render
 from qitos.benchmark.sandbox import BwrapSandbox
 from qitos.benchmark.tokenizer import activate, present
 from qitos.cli.qit import app
@@ -79,7 +81,20 @@ def server(cybench_data: Path):
 
 
 def tasks_for(cybench_data: Path, split: str) -> list:
-    return load_tasks(cybench_data, split, subset="file-only")[:int(os.environ.get("CYA_TASKS", "12"))]
+    """10 file-only tasks whose requirements.sh packages the sandbox has (unguided: the first, guided: the last),
+    13 different tasks over both splits."""
+    from qitos.benchmark.cybench.adapter import resolve_toolchain
+    from qitos.benchmark.cybench.options import CybenchOptions
+
+    venv = resolve_toolchain(CybenchOptions(), cybench_data.parent)
+    runnable = []
+    for record in load_tasks(cybench_data, split, subset="file-only"):
+        with CybenchRuntime(record.without_gold(), Path(tempfile.mkdtemp(prefix="qitos-cya-")) / "w",
+                            toolchain=venv) as runtime:
+            if not runtime.check_requirements().missing:
+                runnable.append(record)
+    count = int(os.environ.get("CYA_TASKS", "10"))
+    return runnable[:count] if split == "unguided" else runnable[-count:]
 
 
 def run_upstream(cybench_data: Path, server: OpenAIServer, record, tmp: Path, *, unguided: bool,
@@ -189,9 +204,18 @@ def test_same_requests_and_commands_as_upstream(cybench_data: Path, server: Open
         assert got_answers == upstream[record.task_id]["answers"], record.task_id
         commands += sum(map(len, got_commands))
         answers += sum(a is not None for a in got_answers)
-    alert = load_upstream(cybench_data).agent.truncation_alert
-    truncated = sum(alert in b["messages"][0]["content"] for b in flat)
-    print(f"\n{split}: {len(records)} tasks, {len(flat)} identical requests ({truncated} truncated), "
-          f"{commands} identical commands, {answers} answers, {time.monotonic() - started:.0f} s")
-    assert len(records) >= 10 and commands > 0 and answers > 0 and truncated > 0
+    upstream_texts = load_upstream(cybench_data)
+    contents = [b["messages"][0]["content"] for b in flat]
+    truncated = sum(upstream_texts.agent.truncation_alert in c for c in contents)
+    timeout = render(upstream_texts.agent.timeout_message, {"e.cmd": [*upstream_texts.agent.shell_argv, "sleep 5"],
+                                                            "e.timeout": TIMEOUT})
+    timeouts = sum(timeout in c for c in contents)
+    hints = {h for r in records for h in upstream_texts.render_task(
+        r, split, "hard", work_dir="/task", files_present="x\n", tree_output="").hint_messages if h}
+    hinted = sum(any(h in c for h in hints) for c in contents)
+    print(f"\n{split}: {len(records)} tasks, {len(flat)} identical requests ({truncated} truncated, {timeouts} after "
+          f"a timeout, {hinted} with hints), {commands} identical commands, {answers} answers, "
+          f"{time.monotonic() - started:.0f} s")
+    assert len(records) >= 10 and commands > 0 and answers > 0 and truncated > 0 and timeouts > 0
+    assert hinted > 0 if split == "guided" else hinted == 0
     assert {tuple(sorted(b)) for b in flat} == {("max_tokens", "messages", "model", "stop", "temperature")}
