@@ -32,7 +32,7 @@ from qitos.benchmark.cybench.upstream_texts import render
 from qitos.benchmark.sandbox import BwrapSandbox
 from qitos.benchmark.tokenizer import activate, present
 from qitos.cli.qit import app
-from qitos.trace.reader import read_steps
+from qitos.trace.reader import read_manifest, read_steps
 from tests.conftest import require_system
 from tests.cybench.upstream_harness import SENT_MODEL
 from tests.support.openai_server import OpenAIServer, Reply
@@ -219,3 +219,9 @@ def test_same_requests_and_commands_as_upstream(cybench_data: Path, server: Open
     assert len(records) >= 10 and commands > 0 and answers > 0 and truncated > 0 and timeouts > 0
     assert hinted > 0 if split == "guided" else hinted == 0
     assert {tuple(sorted(b)) for b in flat} == {("max_tokens", "messages", "model", "stop", "temperature")}
+    spec = read_manifest(rows[0]["trace_run_dir"]).run_spec or {}
+    assert spec["metadata"]["recipe_upstream"] is True and spec["toolset_name"].startswith(
+        "cybench_upstream_shell_v1+exec_bwrap")
+    assert {k: spec["generation"][k] for k in ("temperature", "max_tokens", "stop")} == {
+        "temperature": upstream_texts.agent.temperature, "max_tokens": 2000, "stop": [upstream_texts.agent.stop_token]}
+    assert not {"seed", "top_p"} & set(spec["generation"])
