@@ -120,3 +120,21 @@ def test_recipe_is_the_upstream_default(cybench_data: Path) -> None:
     assert adapter.default_recipe == "cybench-agent" and recipes["cybench-agent"].upstream is True
     assert recipes["react"].upstream is False
     json.dumps(load_upstream(cybench_data).agent.model_dump())  # what crosses to the agent side is JSON
+
+
+@pytest.mark.parametrize(("value", "says"), [("image", "execution=image"), ("docker", "execution=docker")])
+def test_execution_option_refused_before_anything_runs(cybench_data: Path, tmp_path: Path, value: str,
+                                                       says: str) -> None:
+    # a docker CLI that finds no daemon: upstream's image cannot be present, and QitOS never pulls it
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+           "DOCKER_HOST": f"unix://{tmp_path / 'no-docker.sock'}"}
+    with OpenAIServer() as server:
+        done = subprocess.run([sys.executable, "-m", "qitos.cli.qit", "bench", "run", "-b", "cybench", "--task-ids",
+                               "cybench_benchmark_hackthebox_cyber-apocalypse-2024_crypto_[Very_Easy]_Dynastic",
+                               "--model-name", "m", "--base-url", server.base_url, "--option", f"execution={value}",
+                               "--output", "r.jsonl"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert not server.requests
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert says in done.stderr and "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "r.jsonl").exists()

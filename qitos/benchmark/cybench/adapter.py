@@ -245,7 +245,7 @@ class CybenchAdapter(BenchmarkAdapter):
     # -- tasks -----------------------------------------------------------------------------------
     def load_tasks(self, load: LoadOptions) -> list[Task]:
         root, split, variant = data_root(load), split_of(load), variant_of(load)
-        CybenchOptions.from_load(load)  # fail on a bad --option before anything runs
+        execution_of(CybenchOptions.from_load(load), root)  # fail on a bad --option before anything runs
         try:
             records = load_tasks(root, split, subset=load.subset)
         except CybenchTaskError as exc:
@@ -303,6 +303,7 @@ class CybenchAdapter(BenchmarkAdapter):
         if reason is not None:
             return TaskRuntime(workdir=workdir, unavailable=reason)
         venv = resolve_toolchain(opts, load.data_dir)
+        execution, image = execution_of(opts, root)
         public = record.without_gold()
         runtime = CybenchRuntime(public, workdir / "task", variant=variant, python_path=opts.python_path,
                                  command_timeout_seconds=opts.command_timeout, toolchain=venv)
@@ -311,7 +312,8 @@ class CybenchAdapter(BenchmarkAdapter):
         stack: ServiceStack | None = None
         if stage:
             try:
-                missing = [f"{r.kind}:{r.name}" for r in runtime.check_requirements().missing]
+                # in upstream's image, requirements.sh runs in the container (AgentImage.start), as upstream
+                missing = [] if image else [f"{r.kind}:{r.name}" for r in runtime.check_requirements().missing]
                 if missing:  # the environment, not the agent, would fail: say so before the agent starts
                     runtime.close()
                     return TaskRuntime(workdir=workdir, unavailable=missing_requirements_reason(missing))
@@ -323,7 +325,11 @@ class CybenchAdapter(BenchmarkAdapter):
                         runtime.hosts = stack.up()
                     except ServiceStartError as exc:
                         raise CybenchSetupError(f"{record.task_id}: services did not start: {exc}") from None
+                if image:
+                    runtime.image = _start_image(image, runtime, record, root, stack, opts)
             except BaseException:
+                if runtime.image is not None:
+                    runtime.image.close()
                 if stack is not None:
                     stack.down()
                 runtime.close()
@@ -338,7 +344,7 @@ class CybenchAdapter(BenchmarkAdapter):
                                  include_hints=opts.hints, files=files, max_commands=lambda: task.budget.max_steps)
         handles = {"cybench_task": public, "runtime": runtime, "split": split, "variant": variant, "options": opts,
                    "oracle_root": workdir / "oracle", "missing_requirements": missing, "staged_files": files,
-                   "toolchain": venv, "services": stack, "episode": episode, "root": root}
+                   "toolchain": venv, "services": stack, "episode": episode, "root": root, "execution": execution}
         scoring = TaskRuntime(workdir=workdir, handles=handles)
         # the same agent-side environment the split path builds (`agent_env`), its link calling `serve` directly:
         # in process (oracles), the agent acts on exactly what a confined agent acts on
@@ -368,7 +374,8 @@ class CybenchAdapter(BenchmarkAdapter):
         handles = {"split": episode.split, "variant": runtime.handles["variant"], "options": public_opts,
                    "toolchain": str(venv) if venv else None, "staged_files": list(episode.files),
                    "missing_requirements": list(runtime.handles.get("missing_requirements") or []),
-                   "execution": "bwrap", "upstream_agent": _upstream_texts(runtime, episode, opts)}
+                   "execution": runtime.handles.get("execution", "bwrap"),
+                   "upstream_agent": _upstream_texts(runtime, episode, opts)}
         return AgentEnvSpec(factory=AGENT_FACTORY, kwargs={
             "split": episode.split, "questions": episode.questions(), "files": list(episode.files),
             "subtask_iterations": episode.subtask_iterations, "handles": handles})
@@ -430,6 +437,8 @@ class CybenchAdapter(BenchmarkAdapter):
         try:
             episode = runtime.handles.get("episode")
             if episode is not None:
+                if episode.runtime.image is not None:
+                    episode.runtime.image.close()  # upstream's agent image's container
                 episode.close()  # the sandbox (the agent side's env holds nothing to release)
         finally:
             stack = runtime.handles.get("services")
@@ -439,6 +448,47 @@ class CybenchAdapter(BenchmarkAdapter):
     # -- aggregation -----------------------------------------------------------------------------
     def metrics(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
         return cybench_metrics(rows)
+
+
+def execution_of(opts: CybenchOptions, root: Path) -> tuple[str, str | None]:
+    """Where the agent's commands run (`agent_image.py`): ("image_<id>", the image) or ("bwrap", None)."""
+    if opts.execution == "bwrap":
+        return "bwrap", None
+    image, ident = _local_image(str(root))
+    if ident is None:
+        if opts.execution == "image":
+            raise BenchmarkUsageError(
+                f"--option execution=image: upstream's agent image {image or '(run_task.sh not found)'} is not in a "
+                "local Docker engine (QitOS never pulls it); load it there, or use --option execution=bwrap")
+        return "bwrap", None
+    return f"image_{ident.split(':')[-1][:12]}", image
+
+
+@functools.lru_cache(maxsize=4)
+def _local_image(root: str) -> tuple[str | None, str | None]:
+    from qitos.benchmark.cybench.agent_image import image_id, upstream_image
+
+    try:
+        image = upstream_image(Path(root) / "upstream")
+    except (OSError, ValueError):
+        return None, None
+    return image, image_id(image)
+
+
+def _start_image(image: str, runtime: CybenchRuntime, record: CybenchTask, root: Path, stack: ServiceStack | None,
+                 opts: CybenchOptions):
+    from qitos.benchmark.cybench.agent_image import AgentImage
+    from qitos.benchmark.cybench.upstream import load_upstream
+
+    agent = AgentImage(image, runtime.work_dir, load_upstream(root).agent_dir,
+                       metadata_dir=record.task_dir / "metadata", network=stack.network if stack else None,
+                       timeout_seconds=opts.command_timeout, max_output_bytes=runtime.max_output_bytes)
+    try:
+        agent.start()
+    except ServiceStartError as exc:
+        agent.close()
+        raise CybenchSetupError(f"{record.task_id}: upstream's agent image did not start: {exc}") from None
+    return agent
 
 
 def _upstream_texts(runtime: TaskRuntime, episode: CybenchEpisode, opts: CybenchOptions) -> dict[str, Any]:
@@ -452,7 +502,8 @@ def _upstream_texts(runtime: TaskRuntime, episode: CybenchEpisode, opts: Cybench
         work_dir = episode.runtime.work_dir
         # probe_runtime stages nothing: those texts only build the agent whose RunSpec is read, never reach a model
         files_present, tree = upstream.listing(work_dir) if work_dir.exists() else ("\n", "")
-        texts = upstream.render_task(record, episode.split, runtime.handles["variant"], work_dir=WORK_MOUNT,
+        shown = WORK_MOUNT if runtime.handles.get("execution", "bwrap") == "bwrap" else upstream.agent_dir
+        texts = upstream.render_task(record, episode.split, runtime.handles["variant"], work_dir=shown,
                                      files_present=files_present, tree_output=tree,
                                      task_objective=opts.task_objective or None)
     except UpstreamMissingError as exc:

@@ -49,6 +49,16 @@ class CybenchOptionSet(BenchmarkOptions):
                                                      "added (default: never, as upstream's runs)", ge=0)
     task_objective: str = option("", "cybench-agent: the objective the prompt names (default: upstream's "
                                      "--task_objective default, read from run_task.py)")
+    execution: str = option("auto", "where commands run: image (upstream's agent image cybench/cybench, when a "
+                                    "Docker engine holds it locally), bwrap (QitOS's sandbox), or auto (image if "
+                                    "present, else bwrap)", range="auto, image or bwrap")
+
+    @field_validator("execution")
+    @classmethod
+    def _execution(cls, value: str) -> str:
+        if value not in ("auto", "image", "bwrap"):
+            raise ValueError(f"--option execution={value}: use auto, image or bwrap")
+        return value
 
     @field_validator("python_path")
     @classmethod
@@ -90,13 +100,14 @@ class CybenchOptions:
     observations_to_keep: int = OBSERVATIONS_TO_KEEP
     iterations_until_hint: int | None = None
     task_objective: str = ""
+    execution: str = "auto"
 
     @classmethod
     def from_load(cls, load: LoadOptions) -> CybenchOptions:
         values = resolve_options(CybenchOptionSet, load.options, "cybench")
         toolchain = values["toolchain"]
         upstream_keys = ("max_iterations", "max_input_tokens", "max_output_tokens", "responses_to_keep",
-                         "observations_to_keep", "iterations_until_hint", "task_objective")
+                         "observations_to_keep", "iterations_until_hint", "task_objective", "execution")
         # upstream's --max_iterations is per guided subtask too
         subtask_iterations = values["max_iterations"] or values["subtask_iterations"]
         return cls(subtask_iterations=subtask_iterations, command_timeout=values["command_timeout"],

@@ -240,7 +240,7 @@ def _read_agent(root: Path, stop_token: str) -> UpstreamAgentTexts:
     if not isinstance(generator, ast.GeneratorExp) or not isinstance(generator.elt, ast.JoinedStr):
         raise UpstreamSourceError(f"{CHAIN_PY}: ChatChain.__str__ should join an f-string per message")
     return UpstreamAgentTexts(
-        source=str(root), stop_token=stop_token,
+        stop_token=stop_token,
         temperature=_const(_assigned(agent, "TEMPERATURE", AGENT_PY), AGENT_PY),
         timeout_per_command=_const(_assigned(agent, "TIMEOUT_PER_COMMAND", AGENT_PY), AGENT_PY),
         shell_argv=argv, hallucination_strings=hallucinations, agent_marker=replaces[0].args[0].value,  # type: ignore[attr-defined]

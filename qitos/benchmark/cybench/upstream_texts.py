@@ -44,7 +44,6 @@ class Pattern(BaseModel):
 class UpstreamAgentTexts(BaseModel):
     """What `agent/agent.py`, `agent/prompt.py`, `agent/dataclasses/chat_chain.py` and `run_task.py` fix."""
 
-    source: str  # the folder they were read from (for the record)
     stop_token: str
     temperature: float
     timeout_per_command: int
