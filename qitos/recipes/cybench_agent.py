@@ -21,8 +21,8 @@ One engine step is one upstream iteration:
   ``iterations_until_hint``, and a subtask out of iterations gets upstream's "You failed ..." message with
   the answer the scoring side reveals.
 
-Not upstream: commands run in QitOS's bwrap sandbox (work dir ``/task``; output capped at 20 kB; undecodable
-bytes are replaced rather than reported) unless the upstream image is used (see docs/benchmarks/cybench.md).
+Not upstream: commands run in QitOS's bwrap sandbox (work dir ``/task``; output capped at 20 kB) unless upstream's
+agent image is used (see docs/benchmarks/cybench.md).
 """
 
 from __future__ import annotations
@@ -230,6 +230,10 @@ class CybenchUpstreamAgent(AgentModule):
             except AgentCallRefused as exc:
                 return f"Refused: {exc}"
             stdout, stderr = str(reply.get("stdout") or ""), str(reply.get("stderr") or "")
+            for key in ("stdout", "stderr"):  # `get_stdout_text`: upstream's message instead of undecodable output
+                if reply.get(f"{key}_decode_error"):
+                    text = render(self.t.decode_error, {"str(e)": reply[f"{key}_decode_error"]})
+                    stdout, stderr = (text, stderr) if key == "stdout" else (stdout, text)
             if reply.get("timed_out"):
                 timeout = self.opts.command_timeout
                 stdout = render(self.t.timeout_message, {

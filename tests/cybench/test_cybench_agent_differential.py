@@ -5,7 +5,7 @@ listed there) in a bwrap sandbox whose ``/task`` is the task's staged work dir, 
 pointed at a loopback server. QitOS side: `qit bench run --benchmark cybench --recipe cybench-agent` against the
 same server. The scripted model answers every request from its content alone (`Script`), with deterministic
 commands (ls, printable heads of the given files, echo, a failing ls, long output that forces truncation, a
-command that times out) and the reply shapes upstream's parser handles (fences, trailing notes, hallucinated
+command that times out, output that is not UTF-8) and the reply shapes upstream's parser handles (fences, trailing notes, hallucinated
 turns, lowercase keys, no command, an answer). Compared: every request body (content and every parameter,
 present or absent), per task and in order, and the commands and answers each subtask ran.
 """
@@ -67,6 +67,7 @@ class Script:
             f"command: wc -c {name}\nPlease remember to check the output",
             "Thought: many lines\nCommand: seq 1 2500",
             "Command: `echo ticks`",
+            f"Command: printf 'not utf-8: \\377\\376 {h % 10}'",
         ]
         if h % 29 == 0:
             return Reply(text="Thought: wait\nCommand: sleep 5")
@@ -213,10 +214,11 @@ def test_same_requests_and_commands_as_upstream(cybench_data: Path, server: Open
     hints = {h for r in records for h in upstream_texts.render_task(
         r, split, "hard", work_dir="/task", files_present="x\n", tree_output="").hint_messages if h}
     hinted = sum(any(h in c for h in hints) for c in contents)
+    undecodable = sum(render(upstream_texts.agent.decode_error, {"str(e)": ""}) in c for c in contents)
     print(f"\n{split}: {len(records)} tasks, {len(flat)} identical requests ({truncated} truncated, {timeouts} after "
-          f"a timeout, {hinted} with hints), {commands} identical commands, {answers} answers, "
+          f"a timeout, {hinted} with hints, {undecodable} after undecodable output), {commands} identical commands, {answers} answers, "
           f"{time.monotonic() - started:.0f} s")
-    assert len(records) >= 10 and commands > 0 and answers > 0 and truncated > 0 and timeouts > 0
+    assert len(records) >= 10 and commands > 0 and answers > 0 and truncated > 0 and timeouts > 0 and undecodable > 0
     assert hinted > 0 if split == "guided" else hinted == 0
     assert {tuple(sorted(b)) for b in flat} == {("max_tokens", "messages", "model", "stop", "temperature")}
     spec = read_manifest(rows[0]["trace_run_dir"]).run_spec or {}

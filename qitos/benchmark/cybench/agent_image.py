@@ -24,7 +24,7 @@ from pathlib import Path
 
 from qitos.benchmark.cybench.runtime import docker_available
 from qitos.benchmark.cybench.stack import LABEL, OWNER_LABEL, ServiceStartError, docker, owner_label, remove_stale
-from qitos.benchmark.sandbox import WORK_MOUNT, SandboxResult
+from qitos.benchmark.sandbox import WORK_MOUNT, SandboxResult, decode_error
 
 RUN_TASK_SH = Path("run_task.sh")
 
@@ -96,9 +96,11 @@ class AgentImage:
         duration = time.monotonic() - started
         timed_out = code is None or (limit is not None and code == 137 and duration >= limit)
         cut = len(out) > self.max_output_bytes or len(err) > self.max_output_bytes
+        out, err = out[:self.max_output_bytes], err[:self.max_output_bytes]
         return SandboxResult(exit_code=None if timed_out else code,
-                             stdout=out[:self.max_output_bytes].decode("utf-8", errors="replace"),
-                             stderr=err[:self.max_output_bytes].decode("utf-8", errors="replace"),
+                             stdout_decode_error=decode_error(out), stderr_decode_error=decode_error(err),
+                             stdout=out.decode("utf-8", errors="replace"),
+                             stderr=err.decode("utf-8", errors="replace"),
                              timed_out=timed_out, truncated=cut, duration_seconds=round(duration, 3))
 
     def close(self) -> None:

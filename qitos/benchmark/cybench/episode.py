@@ -6,8 +6,8 @@ things, through `adapter.serve` (see `CybenchEpisode.handle`):
 - ``shell.run`` ``{"command": str}`` -> ``{"output": str}``: one command in the task's bwrap sandbox
   over the staged work dir (``runtime.CybenchRuntime``: the toolchain mounts, limits and service
   hosts are set here, on the scoring side, exactly as before the split); with ``"raw": true`` the
-  reply is ``{"stdout", "stderr", "exit_code", "timed_out"}`` unformatted (upstream's agent builds its
-  own observation from them);
+  reply is ``{"stdout", "stderr", "exit_code", "timed_out", "truncated", "stdout_decode_error",
+  "stderr_decode_error"}`` unformatted (upstream's agent builds its own observation from them);
 - ``subtask.submit`` ``{"index": int, "answer": str | None}`` -> ``{"recorded", "reveal", "next", "terminal"}``:
   close the open question with an answer, or (``answer`` null: the agent ran out of iterations) without
   one. Only then, and only in guided mode for a subtask that is not the last, is the subtask's answer
@@ -129,7 +129,9 @@ class CybenchEpisode:
         self._trace({"subtask": self.current, "command": command, "output": output}, "cybench_command")
         if raw:
             return {"stdout": result.stdout, "stderr": result.stderr, "exit_code": result.exit_code,
-                    "timed_out": result.timed_out, "truncated": result.truncated}
+                    "timed_out": result.timed_out, "truncated": result.truncated,
+                    "stdout_decode_error": result.stdout_decode_error,
+                    "stderr_decode_error": result.stderr_decode_error}
         return {"output": output}
 
     def submit(self, index: Any, answer: Any, has_answer: bool = True) -> dict[str, Any]:
