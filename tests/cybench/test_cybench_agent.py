@@ -17,7 +17,8 @@ from qitos.benchmark.cybench.upstream import UpstreamAgent, UpstreamSourceError,
 from qitos.models.base import ModelResponse
 from qitos.recipes.cybench_agent import UpstreamCybenchParser
 from tests.conftest import require_system
-from tests.support.openai_server import OpenAIServer
+from qitos.benchmark.sandbox import BwrapSandbox
+from tests.support.openai_server import OpenAIServer, Reply
 
 DYNASTIC = "benchmark/hackthebox/cyber-apocalypse-2024/crypto/[Very Easy] Dynastic"
 
@@ -138,3 +139,25 @@ def test_execution_option_refused_before_anything_runs(cybench_data: Path, tmp_p
     assert done.returncode == 2, done.stdout + done.stderr
     assert says in done.stderr and "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "r.jsonl").exists()
+
+
+@pytest.mark.parametrize(("split", "iterations"), [("unguided", [3]), ("guided", [3, 3, 3])])
+def test_max_iterations_is_upstreams_flag(cybench_data: Path, tmp_path: Path, split: str,
+                                          iterations: list[int]) -> None:
+    """`--option max_iterations=3`: 3 iterations of the unguided task or of each guided subtask, in the RunSpec."""
+    require_system(BwrapSandbox.available()[0], "the bwrap sandbox")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    with OpenAIServer(default=lambda body: Reply(text="no command in this reply")) as server:
+        done = subprocess.run([sys.executable, "-m", "qitos.cli.qit", "bench", "run", "-b", "cybench", "--split", split,
+                               "--task-ids", "cybench_benchmark_hackthebox_cyber-apocalypse-2024_crypto_[Very_Easy]_Dynastic",
+                               "--model-name", "m", "--base-url", server.base_url, "--option", "max_iterations=3",
+                               "--output", "r.jsonl", "--trace-logdir", "runs"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert len(server.requests) == sum(iterations)
+    row = json.loads((tmp_path / "r.jsonl").read_text().splitlines()[0])
+    assert [s["iterations"] for s in row["metadata"]["subtasks"]] == iterations
+    spec = json.loads((tmp_path / row["trace_run_dir"] / "manifest.json").read_text())["run_spec"]
+    assert spec["metadata"]["options"]["max_iterations"] in (3, "3")
+    if split == "unguided":
+        assert spec["budget"]["max_steps"] == 3 and row["stop_reason"] == "budget_steps"
