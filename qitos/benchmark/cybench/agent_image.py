@@ -11,7 +11,7 @@ Chosen by ``--option execution``: ``auto`` (the image when a Docker engine answe
 sandbox), ``image`` (fail when it cannot), ``bwrap``. The RunSpec's toolset names the environment
 (``+exec_image_<id>`` / ``+exec_bwrap``), so `qit bench eval` never merges runs from the two.
 
-Not exercised on QitOS's own CI machine (no Docker engine runs there); the image is never pulled.
+The image is never pulled. `tests/cybench/test_cybench_agent_image.py` runs this path on a local stand-in image.
 """
 
 from __future__ import annotations
