@@ -170,6 +170,9 @@ class CybenchEpisode:
         if any(r.outcome != "pending" for r in self.records):
             raise AgentCallRefused("episode.reset: a question is already closed (answers and reveals are final)")
         self.files = self.runtime.prepare().files
+        if self.runtime.image is not None:  # its container mounted the old work dir, which prepare() replaced
+            self.runtime.image.close()
+            self.runtime.image.start()
         return {"files": list(self.files)}
 
     def _limit(self) -> int | None:
