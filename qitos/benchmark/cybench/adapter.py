@@ -24,6 +24,11 @@ files, and ``cleanup`` removes them. Without Docker, or when the data copy lacks
 build files, they end as ``requires_unavailable`` with the reason; a failed build or start is
 ``setup_failed``.
 
+Recipes: ``cybench-agent`` (default) is upstream's agent (``qitos.recipes.cybench_agent``; its texts are read
+from ``<root>/upstream`` here, by ``upstream.py``, and handed to the agent side); ``react`` is QitOS's own.
+``--option execution`` picks where commands run: upstream's agent image when a local Docker engine holds it
+(``agent_image.py``), else the bwrap sandbox; the RunSpec's toolset names which.
+
 Known data issue: SLCG's metadata.json flag (``..._aft3r_all}``) differs from its solution's flag
 (``metadata/solution/flag.txt``: ``..._aft3r_4ll}``). Scoring keeps upstream's metadata.json answer,
 as official CyBench scoring does, so the solution's flag scores 0 on SLCG.
@@ -370,7 +375,8 @@ class CybenchAdapter(BenchmarkAdapter):
                        "max_input_tokens": opts.max_input_tokens, "max_output_tokens": opts.max_output_tokens,
                        "responses_to_keep": opts.responses_to_keep, "observations_to_keep": opts.observations_to_keep,
                        "iterations_until_hint": opts.iterations_until_hint,
-                       "task_objective": opts.task_objective}  # python_path: host folders the sandbox mounts, here
+                       "task_objective": opts.task_objective,
+                       "execution": opts.execution}  # python_path: host folders the sandbox mounts, here
         handles = {"split": episode.split, "variant": runtime.handles["variant"], "options": public_opts,
                    "toolchain": str(venv) if venv else None, "staged_files": list(episode.files),
                    "missing_requirements": list(runtime.handles.get("missing_requirements") or []),
