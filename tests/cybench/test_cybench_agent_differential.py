@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -179,6 +180,7 @@ def test_same_requests_and_commands_as_upstream(cybench_data: Path, server: Open
     ok, why = BwrapSandbox.available()
     require_system(ok, f"the bwrap sandbox ({why})")
     require_system(present(), "the offline gpt-4 encoding (`qit data fetch tokenizer`)")
+    require_system(shutil.which("tree") is not None, "tree (upstream's run_task.py lists the task's files with it)")
     activate()
     started = time.monotonic()
     records = tasks_for(cybench_data, split)
