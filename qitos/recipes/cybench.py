@@ -200,7 +200,11 @@ def _env(ctx: RecipeContext) -> CybenchEnv:
 
 
 def _with_toolchain(agent: AgentModule, ctx: RecipeContext) -> AgentModule:
-    """Name the CTF toolchain in the toolset, so runs with and without it have different RunSpecs."""
+    """Name the CTF toolchain in the toolset, so runs with and without it have different RunSpecs; likewise
+    runs in upstream's agent image (``--option execution``; the bwrap sandbox's toolset name stays as it was)."""
+    execution = str(ctx.runtime.handles.get("execution") or "bwrap")
+    if execution != "bwrap":
+        agent.toolset_name = f"{agent.toolset_name}+exec_{execution}"
     if ctx.runtime.handles.get("toolchain"):
         from qitos.benchmark.cybench.toolchain import lock_sha256
 
