@@ -255,8 +255,9 @@ def build_cybench_agent(ctx: RecipeContext) -> AgentModule:
     if "error" in raw:
         raise RuntimeError(f"cybench-agent: upstream CyBench's texts could not be rendered: {raw['error']}")
     texts = UpstreamTaskTexts.model_validate(raw)
-    agent = CybenchUpstreamAgent(env, texts, opts, execution=str(ctx.runtime.handles.get("execution") or "bwrap"))
-    if ctx.runtime.handles.get("toolchain"):
+    execution = str(ctx.runtime.handles.get("execution") or "bwrap")
+    agent = CybenchUpstreamAgent(env, texts, opts, execution=execution)
+    if execution == "bwrap" and ctx.runtime.handles.get("toolchain"):  # mounted in the bwrap sandbox only
         from qitos.benchmark.cybench.toolchain import lock_sha256
 
         agent.toolset_name = f"{agent.toolset_name}+ctf_toolchain_{lock_sha256()[:12]}"
