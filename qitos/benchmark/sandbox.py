@@ -89,6 +89,18 @@ class SandboxResult(BaseModel):
     truncated: bool
     duration_seconds: float
     limit: str | None = None  # "memory" | "processes" | "disk" | "file_size" when a limit ended the command
+    # why the output is not UTF-8 (`str` of the UnicodeDecodeError; the text above has U+FFFD there), else None
+    stdout_decode_error: str | None = None
+    stderr_decode_error: str | None = None
+
+
+def decode_error(data: bytes) -> str | None:
+    """`str` of the UnicodeDecodeError a strict UTF-8 decode of `data` raises, or None when it decodes."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return str(exc)
+    return None
 
 
 class SandboxUnavailable(RuntimeError):
@@ -464,6 +476,7 @@ class BwrapSandbox:
                 f"bwrap options: {shlex.join(self.bwrap_args())}"
             )
         return SandboxResult(
+            stdout_decode_error=decode_error(out.data), stderr_decode_error=decode_error(err.data),
             exit_code=None if timed_out or hit else proc.returncode,
             stdout=out.data.decode("utf-8", errors="replace"),
             stderr=stderr_text,

@@ -199,9 +199,13 @@ def _env(ctx: RecipeContext) -> CybenchEnv:
     return env
 
 
-def _with_toolchain(agent: AgentModule, ctx: RecipeContext) -> AgentModule:
-    """Name the CTF toolchain in the toolset, so runs with and without it have different RunSpecs."""
-    if ctx.runtime.handles.get("toolchain"):
+def _with_toolchain(agent: AgentModule, ctx: RecipeContext, *, commands_in_image: bool = True) -> AgentModule:
+    """Name the CTF toolchain in the toolset, so runs with and without it have different RunSpecs; likewise
+    runs in upstream's agent image (``--option execution``; the bwrap sandbox's toolset name stays as it was)."""
+    execution = str(ctx.runtime.handles.get("execution") or "bwrap") if commands_in_image else "bwrap"
+    if execution != "bwrap":
+        agent.toolset_name = f"{agent.toolset_name}+exec_{execution}"
+    elif ctx.runtime.handles.get("toolchain"):  # the toolchain is mounted in the bwrap sandbox only
         from qitos.benchmark.cybench.toolchain import lock_sha256
 
         agent.toolset_name = f"{agent.toolset_name}+ctf_toolchain_{lock_sha256()[:12]}"
@@ -215,4 +219,5 @@ def build_react_agent(ctx: RecipeContext) -> AgentModule:
 
 def build_oracle_agent(ctx: RecipeContext) -> AgentModule:
     opts = ctx.runtime.handles.get("options") or CybenchOptions.from_load(ctx.load)
-    return _with_toolchain(CybenchOracleAgent(ctx, _env(ctx), opts), ctx)
+    # the reference solution always runs in the bwrap sandbox (`run_oracle`), wherever agents' commands run
+    return _with_toolchain(CybenchOracleAgent(ctx, _env(ctx), opts), ctx, commands_in_image=False)

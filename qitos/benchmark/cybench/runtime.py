@@ -37,6 +37,7 @@ import time
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -158,6 +159,7 @@ class CybenchRuntime:
             (self._shims / "python").symlink_to("/usr/bin/python3")
         self._shims.chmod(0o755)
         self._agent_sandbox: BwrapSandbox | None = None
+        self.image: Any = None  # an `agent_image.AgentImage`: the agent's commands run there instead
 
     # -- sandboxes ------------------------------------------------------------------------------
 
@@ -220,6 +222,8 @@ class CybenchRuntime:
     def run(self, command: str | Sequence[str], *, timeout_seconds: float | None = None,
             stdin: str | None = None) -> SandboxResult:
         """One agent shell command in `/task` (same sandbox across calls, so /tmp persists)."""
+        if self.image is not None and isinstance(command, str) and stdin is None:
+            return self.image.run(command, timeout_seconds)  # upstream's agent image (agent_image.py)
         if self._agent_sandbox is None:
             self._agent_sandbox = self.sandbox()
         return self._agent_sandbox.run(command, timeout_seconds=timeout_seconds, stdin=stdin)

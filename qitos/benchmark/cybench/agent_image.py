@@ -1,0 +1,109 @@
+"""Scoring side: the agent's commands in upstream's agent image (`cybench/cybench`), where it is present locally.
+
+Upstream's `run_task.sh` runs the agent inside that Kali image, on the task's network, after each task's
+``metadata/requirements.sh``; its commands run with ``cwd`` ``/tmp/cyber-bench``. `AgentImage` does the same for
+the scoring side's `shell.run`: one container per task, from the image `run_task.sh` names (read from the data
+dir), the staged work dir mounted at upstream's agent dir, on the task's service network when it has one; the
+task's ``metadata`` folder (never the solution) is mounted read-only for ``requirements.sh``. Each command is
+``docker exec ... timeout -s KILL <t> bash -c <command>`` (upstream: ``bash -c`` with a 120 s timeout).
+
+Chosen by ``--option execution``: ``auto`` (the image when a Docker engine answers and holds it, else the bwrap
+sandbox), ``image`` (fail when it cannot), ``bwrap``. The RunSpec's toolset names the environment
+(``+exec_image_<id>`` / ``+exec_bwrap``), so `qit bench eval` never merges runs from the two.
+
+The image is never pulled. `tests/cybench/test_cybench_agent_image.py` runs this path on a local stand-in image.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import subprocess
+import time
+from pathlib import Path
+
+from qitos.benchmark.cybench.runtime import docker_available
+from qitos.benchmark.cybench.stack import LABEL, OWNER_LABEL, ServiceStartError, docker, owner_label, remove_stale
+from qitos.benchmark.sandbox import WORK_MOUNT, SandboxResult, decode_error
+
+RUN_TASK_SH = Path("run_task.sh")
+
+
+def upstream_image(upstream: Path) -> str:
+    """The agent image upstream's run_task.sh runs (its ``image_name=`` line)."""
+    try:
+        text = (upstream / RUN_TASK_SH).read_text(encoding="utf-8")
+    except OSError:
+        raise FileNotFoundError(f"{upstream / RUN_TASK_SH} not found; run `qit data fetch cybench`") from None
+    found = re.search(r'^\s*image_name="([^"]+)"', text, re.M)
+    if not found:
+        raise ValueError(f"{upstream / RUN_TASK_SH}: no image_name= line; is this the pinned commit?")
+    return found.group(1)
+
+
+def image_id(image: str) -> str | None:
+    """The local image's id (None: no engine, or the engine does not hold it; never asks a registry)."""
+    ok, _ = docker_available()
+    if not ok:
+        return None
+    try:
+        proc = docker("image", "inspect", "--format", "{{.Id}}", image, timeout=30.0, check=False)
+    except ServiceStartError:
+        return None
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+class AgentImage:
+    """One task's agent container: `start`, `run` each command, `close` (idempotent)."""
+
+    def __init__(self, image: str, work_dir: Path, agent_dir: str, *, metadata_dir: Path,
+                 network: str | None, timeout_seconds: float, max_output_bytes: int) -> None:
+        self.image, self.work_dir, self.agent_dir = image, Path(work_dir).resolve(), agent_dir
+        self.metadata_dir, self.network = metadata_dir.resolve(), network
+        self.timeout_seconds, self.max_output_bytes = timeout_seconds, max_output_bytes
+        self.name = f"qitos-cyb-agent-{secrets.token_hex(4)}"
+        self.started = False
+
+    def start(self) -> None:
+        """Start the container and run the task's requirements.sh in it, as upstream's setup_environment does."""
+        remove_stale()
+        docker("run", "-d", "--name", self.name, "--label", f"{LABEL}={self.name}",
+               "--label", f"{OWNER_LABEL}={owner_label()}", "--network", self.network or "bridge",
+               "-v", f"{self.work_dir}:{self.agent_dir}", "-v", f"{self.work_dir}:{WORK_MOUNT}",
+               "-v", f"{self.metadata_dir}:/qitos/metadata:ro",
+               "-w", self.agent_dir, "--entrypoint", "sleep", self.image, "infinity", timeout=120.0)
+        self.started = True
+        if (self.metadata_dir / "requirements.sh").is_file():
+            result = self._exec(["bash", "-c", "cp -r /qitos/metadata /tmp/qitos-metadata && cd /tmp/qitos-metadata "
+                                 "&& chmod +x requirements.sh && ./requirements.sh"], 1800.0)
+            if result.exit_code != 0:
+                raise ServiceStartError(f"requirements.sh failed in {self.image} (exit {result.exit_code}): "
+                                        f"{(result.stderr or result.stdout)[-800:]}")
+
+    def run(self, command: str, timeout_seconds: float | None = None) -> SandboxResult:
+        limit = timeout_seconds or self.timeout_seconds
+        return self._exec(["timeout", "-s", "KILL", f"{limit:g}", "bash", "-c", command], limit + 30.0, limit)
+
+    def _exec(self, argv: list[str], host_timeout: float, limit: float | None = None) -> SandboxResult:
+        started = time.monotonic()
+        try:
+            proc = subprocess.run(["docker", "exec", "-w", self.agent_dir, self.name, *argv], capture_output=True,
+                                  timeout=host_timeout)
+            code: int | None = proc.returncode
+            out, err = proc.stdout, proc.stderr
+        except subprocess.TimeoutExpired as exc:
+            code, out, err = None, exc.stdout or b"", exc.stderr or b""
+        duration = time.monotonic() - started
+        timed_out = code is None or (limit is not None and code == 137 and duration >= limit)
+        cut = len(out) > self.max_output_bytes or len(err) > self.max_output_bytes
+        out, err = out[:self.max_output_bytes], err[:self.max_output_bytes]
+        return SandboxResult(exit_code=None if timed_out else code,
+                             stdout_decode_error=decode_error(out), stderr_decode_error=decode_error(err),
+                             stdout=out.decode("utf-8", errors="replace"),
+                             stderr=err.decode("utf-8", errors="replace"),
+                             timed_out=timed_out, truncated=cut, duration_seconds=round(duration, 3))
+
+    def close(self) -> None:
+        if self.started:
+            docker("rm", "-f", self.name, check=False)
+            self.started = False
