@@ -300,7 +300,8 @@ def test_a_sigkilled_bench_run_leaves_services_the_next_run_removes(fixture_task
     script.write_text(json.dumps("Command: sleep 300\n<END>") + "\n")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-m", "qitos.cli.qit", "bench", "run", "--benchmark", "cybench",
-                             "--root", str(FIXTURE_ROOT), "--model-name", f"scripted:{script}", "--output", "a.jsonl",
+                             "--root", str(FIXTURE_ROOT), "--recipe", "react", "--model-name", f"scripted:{script}",
+                             "--output", "a.jsonl",
                              "--trace-logdir", "runs"], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     task_filter = ["--filter", f"label=io.qitos.task={fixture_task.task_id}", "--format", "{{.Names}}"]
