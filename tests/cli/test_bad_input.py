@@ -68,7 +68,7 @@ CASES: list[Case] = [
     run("tau-negative-start", "tau-bench", "--option", "start_index=-1", says=("start_index=-1", ">= 0")),
     run("tau-user-temperature", "tau-bench", "--user-temperature", "-1", says=("--user-temperature", ">= 0")),
     run("osworld-history-0", "osworld", "--option", "history=0", says=("history=0", ">= 1")),
-    run("osworld-settle-negative", "osworld", "--option", "settle_seconds=-1", says=("settle_seconds=-1", ">= 0")),
+    run("osworld-settle-negative", "osworld", "--option", "sleep_after_execution=-1", says=("sleep_after_execution=-1", ">= 0")),
     run("cybench-timeout-0", "cybench", "--option", "command_timeout=0", says=("command_timeout=0", "> 0")),
     # -- the --option form itself, and --variant --------------------------------------------------------------
     run("option-not-a-pair", "tau-bench", "--option", "shuffle", says=("--option 'shuffle'", "KEY=VALUE")),
