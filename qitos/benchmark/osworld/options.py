@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import model_validator
+
 from ..options import BenchmarkOptions, option
 from .engine_env import OBSERVATION_TYPES
 
@@ -38,3 +40,10 @@ class OsworldOptions(BenchmarkOptions):
     vm_start_timeout: float = option(600.0, "docker: seconds a VM may take to boot", gt=0)
     history: int = option(3, "react-computer-use: observations kept in full (older ones become a note)", ge=1)
     a11y_max_chars: int = option(12000, "react-computer-use: characters of the accessibility tree shown", ge=200)
+
+    @model_validator(mode="after")
+    def _som_takes_code(self) -> "OsworldOptions":
+        if self.observation_type == "som" and self.action_space == "computer_13":
+            raise ValueError("--option observation_type=som goes with action_space=pyautogui (upstream's PromptAgent "
+                             "has no set-of-marks prompt for computer_13)")
+        return self
