@@ -42,7 +42,7 @@ CASES: list[Case] = [
         says=("--option user_stratgy=react", "did you mean user_strategy?", "its options: user_strategy")),
     run("desktop-unknown-key", "desktop-starter", "--option", "visoin=1", says=("visoin", "did you mean vision?")),
     run("osworld-unknown-key", "osworld", "--option", "observaton=a11y_tree",
-        says=("observaton", "did you mean observation?")),
+        says=("observaton", "did you mean observation_type?")),
     run("cybench-unknown-key", "cybench", "--option", "hint=true", says=("--option hint=true", "did you mean hints?")),
     run("gaia-unknown-key", "gaia", "--option", "level=1", says=("--option level=1", "gaia takes no --option")),
     run("jsonl-unknown-key", "jsonl", "--root", "tasks.jsonl", "--option", "scorr=exact",
