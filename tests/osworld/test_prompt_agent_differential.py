@@ -13,7 +13,14 @@ the request's messages, so one side's divergence changes what follows.
 
 Compared per episode: every request body (the messages with their image parts, and which parameters are sent:
 model, messages, max_tokens, top_p, temperature and nothing else), the actions, the pyautogui commands sent to
-`/execute` (the VM's own record), and how the episode ended (done, step budget, or upstream's exception).
+`/execute` (the VM's own record), and how the episode ended (done, step budget, or upstream's exception). Some
+pairs run with other options on both sides (history windows of 1, 0 and 2; other sampling values), and QitOS's
+RunSpec must record them resolved.
+
+Counts (deterministic, printed with `-s`): 147 episodes, 333 requests, 337 actions and 128 pyautogui `/execute`
+commands equal; endings 74 done (DONE/FAIL), 60 at the step budget, 12 upstream exceptions (computer_13 replies
+that are not JSON). The computer_13 commands themselves are not compared: upstream's controller words them with a
+random easing and duration, QitOS's as before (`actions.py`). About 100 s on 2 cores.
 """
 
 from __future__ import annotations
@@ -43,6 +50,12 @@ MAX_STEPS = 3
 SIMPLE_SETUP = {"launch", "execute", "command", "activate_window", "open", "close_window", "download"}
 PAIRS = [(obs, space) for obs in ("a11y_tree", "screenshot", "screenshot_a11y_tree") for space in ("pyautogui", "computer_13")]
 PAIRS.append(("som", "pyautogui"))
+# options other than the defaults for some pairs (both sides get them), so the history window is cut (1, 0 and 2
+# earlier steps kept) and the sampling options reach the request
+OPTIONS = {("screenshot", "pyautogui"): {"max_trajectory_length": 1},
+           ("screenshot", "computer_13"): {"max_trajectory_length": 1},
+           ("screenshot_a11y_tree", "computer_13"): {"max_trajectory_length": 0},
+           ("som", "pyautogui"): {"max_trajectory_length": 2, "temperature": 0.5, "top_p": 1.0, "max_tokens": 700}}
 UPSTREAM_ARGS = {"max_tokens": 1500, "top_p": 0.9, "temperature": 1.0, "max_trajectory_length": 3,
                  "sleep_after_execution": 0.0, "max_steps": MAX_STEPS}  # run.py's defaults (max_steps lowered)
 
@@ -135,6 +148,7 @@ def _qitos_side(episodes: dict[str, Any], observation: str, space: str, tmp: Pat
                  "prompt-agent", "--task-ids", ",".join(t.task_id for t in tasks), "--model-name", "gpt-4o",
                  "--base-url", server.base_url, "--max-steps", str(MAX_STEPS), "--concurrency", str(VMS),
                  "--option", f"observation_type={observation}", "--option", f"action_space={space}",
+                 *[a for k, v in OPTIONS.get((observation, space), {}).items() for a in ("--option", f"{k}={v}")],
                  "--output", "r.jsonl"], cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
         finally:
             for desk in desks:
@@ -143,7 +157,14 @@ def _qitos_side(episodes: dict[str, Any], observation: str, space: str, tmp: Pat
     rows = {r["task_id"]: r for r in map(json.loads, (tmp / "r.jsonl").read_text().splitlines())}
     steps: dict[str, list[dict[str, Any]]] = {}
     for task in tasks:
-        events = (tmp / rows[task.task_id]["trace_run_dir"] / "events.jsonl").read_text().splitlines()
+        run_dir = tmp / rows[task.task_id]["trace_run_dir"]
+        spec = json.loads((run_dir / "manifest.json").read_text())["run_spec"]
+        options = spec["metadata"]["options"]
+        assert spec["metadata"]["recipe"] == "prompt-agent" and spec["metadata"]["recipe_upstream"] is True
+        assert {k: options[k] for k in UPSTREAM_ARGS if k != "max_steps"} == {
+            **{k: v for k, v in UPSTREAM_ARGS.items() if k != "max_steps"}, **OPTIONS.get((observation, space), {})}
+        assert (options["observation_type"], options["action_space"]) == (observation, space)
+        events = (run_dir / "events.jsonl").read_text().splitlines()
         steps[task.task_id] = [e["payload"] for e in map(json.loads, events) if e["kind"] == "env_step"]
     sent = Counter(json.dumps(c) for d in desks for c in d.commands if c != ["--episode--"])
     return {"rows": rows, "steps": steps, "requests": _by_instruction(server, [t.instruction for t in tasks]),
@@ -155,7 +176,8 @@ def _upstream_side(episodes: dict[str, Any], observation: str, space: str, oswor
     server = OpenAIServer(default=lambda body: Reply(text=reply_for(body["messages"], _replies(observation, space))))
     with server, Desk(by_code=space == "pyautogui") as desk:
         plan = [{"task_id": t.task_id, "instruction": t.instruction, "port": desk.port,
-                 "args": {**UPSTREAM_ARGS, "observation_type": observation, "action_space": space}} for t in tasks]
+                 "args": {**UPSTREAM_ARGS, **OPTIONS.get((observation, space), {}), "observation_type": observation,
+                          "action_space": space}} for t in tasks]
         out = tmp / "upstream.json"
         done = subprocess.run([sys.executable, str(HERE / "upstream_prompt_agent.py"), str(osworld_data),
                                server.base_url, str(out)], input=json.dumps(plan), capture_output=True, text=True,
@@ -204,6 +226,9 @@ def test_prompt_agent_is_upstreams(episodes: dict[str, Any], osworld_data: Path,
         trimmed = sum("[...]\\n" in json.dumps(b) for bodies in ours["requests"].values() for b in bodies)
         assert trimmed, "no request shows a trimmed tree"
     assert requests >= 40
+    window = OPTIONS.get((observation, space), {}).get("max_trajectory_length", 3)
+    longest = max(len(b["messages"]) for bodies in ours["requests"].values() for b in bodies)
+    assert longest == 2 + 2 * min(window, MAX_STEPS - 1)  # system, kept steps (observation + reply), current
     print(f"{observation} × {space}: {len(episodes['tasks'])} episodes, {requests} requests, {actions_compared} "
           f"actions, {commands_compared} /execute commands equal; endings {dict(ended)}")
 
