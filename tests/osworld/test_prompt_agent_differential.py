@@ -18,7 +18,7 @@ pairs run with other options on both sides (history windows of 1, 0 and 2; other
 RunSpec must record them resolved.
 
 Counts (deterministic, printed with `-s`): 147 episodes, 333 requests, 337 actions and 128 pyautogui `/execute`
-commands equal; endings 74 done (DONE/FAIL), 60 at the step budget, 12 upstream exceptions (computer_13 replies
+commands equal; endings 75 done (DONE/FAIL), 60 at the step budget, 12 upstream exceptions (computer_13 replies
 that are not JSON). The computer_13 commands themselves are not compared: upstream's controller words them with a
 random easing and duration, QitOS's as before (`actions.py`). About 100 s on 2 cores.
 """
