@@ -153,6 +153,13 @@ class PromptAgent(AgentModule):
             raise ValueError(f"--option observation_type={settings.observation_type} does not go with "
                              f"action_space={settings.action_space} (upstream's PromptAgent has no prompt for it; "
                              "som takes pyautogui)")
+        if settings.observation_type != "screenshot":  # fail before the batch, not in every task's first step
+            from qitos.benchmark.tokenizer import TokenizerMissing, gpt4_encoding
+
+            try:
+                gpt4_encoding()
+            except TokenizerMissing as exc:
+                raise ValueError(f"prompt-agent trims the accessibility tree in gpt-4 tokens, as upstream: {exc}") from None
         self.env, self.texts, self.settings, self.system_message = env, texts, settings, system
         # upstream's payload: model, messages, max_tokens, top_p, temperature, and nothing else
         self.model_params = {"temperature": settings.temperature, "top_p": settings.top_p,

@@ -47,17 +47,21 @@ def test_missing_or_changed_upstream_files_are_named(osworld_data: Path, tmp_pat
         load_prompt_texts(tmp_path / "osworld")
 
 
-@pytest.mark.parametrize("options, says", [
-    (["--option", "observation_type=som", "--option", "action_space=computer_13"], "goes with action_space=pyautogui"),
-    (["--recipe", "react-computer-use", "--option", "observation_type=som"], "som is for --recipe prompt-agent"),
-    (["--option", "action_space=code"], "--option action_space=code"),
-    (["--option", "max_trajectory_length=-1"], "max_trajectory_length=-1"),
+@pytest.mark.parametrize("options, says, extra_env", [
+    (["--option", "observation_type=som", "--option", "action_space=computer_13"], "goes with action_space=pyautogui", {}),
+    (["--recipe", "react-computer-use", "--option", "observation_type=som"], "som is for --recipe prompt-agent", {}),
+    (["--option", "action_space=code"], "--option action_space=code", {}),
+    (["--option", "max_trajectory_length=-1"], "max_trajectory_length=-1", {}),
+    ([], "run `qit data fetch tokenizer`", {"QITOS_TIKTOKEN_DIR": "/nonexistent", "HOME": "/nonexistent"}),
 ])
-def test_bad_options_are_refused(osworld_data: Path, tmp_path: Path, options: list[str], says: str) -> None:
+def test_bad_options_are_refused(osworld_data: Path, tmp_path: Path, options: list[str], says: str,
+                                 extra_env: dict[str, str]) -> None:
     (tmp_path / "s.jsonl").write_text('"DONE"\n')
     with Desk() as desk:
         env = {**os.environ, "PYTHONPATH": str(REPO), "QITOS_DATA_DIR": str(osworld_data.parent),
-               "QITOS_OSWORLD_CONTROLLER": desk.url}
+               "QITOS_OSWORLD_CONTROLLER": desk.url, **extra_env}
+        if extra_env:  # no tokenizer anywhere
+            env.pop("TIKTOKEN_CACHE_DIR", None)
         done = subprocess.run([sys.executable, "-m", "qitos.cli.qit", "bench", "run", "--benchmark", "osworld",
                                "--task-ids", GSETTINGS, "--model-name", "scripted:s.jsonl", *options,
                                "--output", "r.jsonl"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
