@@ -14,8 +14,9 @@ bounds the number of predictions.
 The texts come from upstream's files (read by the scoring side, `qitos.benchmark.osworld.prompt_texts`) through
 the env (`env.texts`); the observation processing is `osworld_perception.py`.
 
-Where upstream's episode ends in an exception (a computer_13 reply that is not JSON, or not action dicts), this
-one ends with an error too (stop reason `error`, no score), as upstream then writes no result.
+Where upstream's episode ends in an exception (a computer_13 reply that is not JSON or not action dicts, an action
+its controller refuses: an unknown type, missing parameters, a key name not in its KEYBOARD_KEYS), this one ends
+with an error too (stop reason `error`), as upstream then writes no result.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
+from qitos.benchmark.osworld.actions import parse_action
 from qitos.core.agent import AgentModule, AgentState, StepOutcome
 from qitos.core.decision import Action, Decision
 from qitos.core.parsers import Parser, ParseResult
@@ -88,6 +92,17 @@ def parse_actions_from_string(text: str) -> list[Any]:
         return [json.loads(text)]
     except json.JSONDecodeError:
         raise ValueError("Invalid response format: " + text) from None
+
+
+def upstream_refuses(action: dict[str, Any], keyboard_keys: list[str]) -> str | None:
+    """Why upstream's `PythonController.execute_action` raises on a computer_13 action QitOS's validation lets
+    through: a key name it does not know (compared lower-cased, as there)."""
+    p = action["parameters"]
+    keys = p.get("keys") if action["action_type"] == "HOTKEY" else [p.get("key")] if "key" in p else []
+    for key in keys if isinstance(keys, list) else []:
+        if isinstance(key, str) and key.lower() not in keyboard_keys:
+            return f"key {key!r} is not one of upstream's KEYBOARD_KEYS"
+    return None
 
 
 def computer13(action: Any) -> dict[str, Any] | str:
@@ -161,6 +176,8 @@ class PromptAgent(AgentModule):
             except TokenizerMissing as exc:
                 raise ValueError(f"prompt-agent trims the accessibility tree in gpt-4 tokens, as upstream: {exc}") from None
         self.env, self.texts, self.settings, self.system_message = env, texts, settings, system
+        self._refused: str | None = None  # a computer_13 action upstream's controller raises on (ends the episode)
+        agent = self
         # upstream's payload: model, messages, max_tokens, top_p, temperature, and nothing else
         self.model_params = {"temperature": settings.temperature, "top_p": settings.top_p,
                              "max_tokens": settings.max_tokens, "seed": None, "reasoning_effort": None,
@@ -173,8 +190,16 @@ class PromptAgent(AgentModule):
             Args:
                 action: the action as upstream's parser returned it
             """
-            if env.is_terminal():  # upstream's loop stops at DONE/FAIL; the reply's later actions never run
+            if env.is_terminal() or agent._refused:  # upstream's loop stopped at DONE/FAIL, or raised
                 return "not run: the episode is over"
+            if isinstance(action, dict):
+                try:
+                    why = upstream_refuses(parse_action(action).model_dump(), texts["keyboard_keys"])
+                except (ValidationError, ValueError) as exc:
+                    why = f"invalid computer_13 action: {str(exc).splitlines()[0]}"
+                if why:
+                    agent._refused = why
+                    return f"not run: {why}"
             try:
                 return env.step(action)
             except ValueError as exc:  # rejected or failed in the VM: upstream's step carries on regardless
@@ -239,6 +264,9 @@ class PromptAgent(AgentModule):
         parse = outcome.parse
         thought = (outcome.response.text or "") if outcome.response is not None and parse is not None and parse.ok else ""
         state.scratch["history"].append({**state.scratch.pop("current", {}), "thought": thought})
+        if self._refused:
+            raise UpstreamEpisodeError(f"upstream's controller raises on this action ({self._refused}); its episode "
+                                       "ends here without a result")
         if parse is not None and not parse.ok:
             raise UpstreamEpisodeError(f"upstream's run loop cannot run this reply ({'; '.join(parse.diagnostics)}); "
                                        "its episode ends here without a result")

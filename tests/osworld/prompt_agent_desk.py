@@ -197,6 +197,9 @@ COMPUTER_13_REPLIES = [
     "FAIL",
     "I am not sure what to do.",  # upstream's episode raises here
     "WAIT",
+    '```json\n{"action_type": "TYPE", "text": "hello world"}\n```',  # upstream's prompt's own example: refused
+    '{"action_type": "PRESS", "parameters": {"key": "Enter"}}',  # a known key (upstream lower-cases it)
+    '```json\n{"action_type": "PRESS", "key": "pgdown"}\n```',  # not in KEYBOARD_KEYS: upstream raises
 ]
 
 

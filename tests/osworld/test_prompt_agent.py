@@ -34,13 +34,15 @@ def test_the_texts_are_upstreams(osworld_data: Path) -> None:
             assert json.dumps(phrase["text"])[1:-1] in source  # each phrase is upstream's, as written there
     assert texts["current"]["a11y_tree"]["format"] and not texts["history"]["som"]["format"]
     assert texts["image_extra"] == {"detail": "high"} and texts["trim_mark"].endswith("\n")
+    assert {"enter", "ctrl", "pgdn"} <= set(texts["keyboard_keys"]) and "pgdown" not in texts["keyboard_keys"]
 
 
 def test_missing_or_changed_upstream_files_are_named(osworld_data: Path, tmp_path: Path) -> None:
     with pytest.raises(PromptTextsError, match="not found; run `qit data fetch osworld`"):
         load_prompt_texts(tmp_path)
     copy = tmp_path / "osworld" / "upstream"
-    shutil.copytree(osworld_data / "upstream" / "mm_agents", copy / "mm_agents")
+    for folder in ("mm_agents", "desktop_env"):
+        shutil.copytree(osworld_data / "upstream" / folder, copy / folder)
     agent = copy / "mm_agents" / "agent.py"
     agent.write_text(agent.read_text().replace("self.system_message +", "SYSTEM +"))
     with pytest.raises(PromptTextsError, match="does not append the instruction to the system message"):

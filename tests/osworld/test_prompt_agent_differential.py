@@ -17,9 +17,9 @@ model, messages, max_tokens, top_p, temperature and nothing else), the actions, 
 pairs run with other options on both sides (history windows of 1, 0 and 2; other sampling values), and QitOS's
 RunSpec must record them resolved.
 
-Counts (deterministic, printed with `-s`): 147 episodes, 333 requests, 337 actions and 128 pyautogui `/execute`
-commands equal; endings 75 done (DONE/FAIL), 60 at the step budget, 12 upstream exceptions (computer_13 replies
-that are not JSON). The computer_13 commands themselves are not compared: upstream's controller words them with a
+Counts (deterministic, printed with `-s`): 147 episodes, 315 requests, 292 actions and 128 pyautogui `/execute`
+commands equal; endings 62 done (DONE/FAIL), 49 at the step budget, 36 upstream exceptions (computer_13 replies
+that are not JSON, or actions upstream's controller refuses: an unknown type, a key not in its KEYBOARD_KEYS). The computer_13 commands themselves are not compared: upstream's controller words them with a
 random easing and duration, QitOS's as before (`actions.py`). About 100 s on 2 cores.
 """
 
@@ -225,7 +225,7 @@ def test_prompt_agent_is_upstreams(episodes: dict[str, Any], osworld_data: Path,
     if observation != "screenshot":
         trimmed = sum("[...]\\n" in json.dumps(b) for bodies in ours["requests"].values() for b in bodies)
         assert trimmed, "no request shows a trimmed tree"
-    assert requests >= 40
+    assert requests >= 30
     window = OPTIONS.get((observation, space), {}).get("max_trajectory_length", 3)
     longest = max(len(b["messages"]) for bodies in ours["requests"].values() for b in bodies)
     assert longest == 2 + 2 * min(window, MAX_STEPS - 1)  # system, kept steps (observation + reply), current

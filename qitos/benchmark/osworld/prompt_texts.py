@@ -22,6 +22,7 @@ from .errors import OSWorldError
 AGENT_PY = Path("mm_agents/agent.py")
 PROMPTS_PY = Path("mm_agents/prompts.py")
 RETRIEVE_PY = Path("mm_agents/accessibility_tree_wrap/heuristic_retrieve.py")
+ACTIONS_PY = Path("desktop_env/actions.py")
 PLACEHOLDER = "{}"  # where `predict` formats the linearized tree (or the instruction) into a phrase
 
 
@@ -40,7 +41,8 @@ def load_prompt_texts(osworld_root: Path | str) -> dict[str, Any]:
     instruction), `history` and `current` ({observation_type: {text, format}}: the phrase, and whether the tree is
     formatted into it at `{}`),
     `no_thought`, `image_url_prefix`, `image_extra` (the image part's other fields), `a11y_header`,
-    `som_header`, `trim_mark` and `namespaces` (the ubuntu accessibility namespaces)."""
+    `som_header`, `trim_mark`, `namespaces` (the ubuntu accessibility namespaces) and `keyboard_keys` (the key
+    names upstream's controller accepts in a computer_13 action)."""
     root = (Path(osworld_root).expanduser() / "upstream").resolve()
     with _LOCK:
         if root not in _CACHE:
@@ -49,7 +51,7 @@ def load_prompt_texts(osworld_root: Path | str) -> dict[str, Any]:
 
 
 def _read(root: Path) -> dict[str, Any]:
-    agent, prompts, retrieve = (_module(root, p) for p in (AGENT_PY, PROMPTS_PY, RETRIEVE_PY))
+    agent, prompts, retrieve, actions = (_module(root, p) for p in (AGENT_PY, PROMPTS_PY, RETRIEVE_PY, ACTIONS_PY))
     constants = {name: value for name, value in _string_assignments(prompts)}
     system: dict[str, dict[str, str]] = {}
     for obs, space, name in _system_choice(_method(agent, "PromptAgent", "__init__")):
@@ -70,7 +72,7 @@ def _read(root: Path) -> dict[str, Any]:
         "namespaces": {key: module_ns[f"{key}_ns_ubuntu"] for key in ("attributes", "state", "component", "value")}
         | {"class_windows": module_ns["class_ns_windows"]},
     }
-    texts.update(_image_part(predict))
+    texts.update(_image_part(predict), keyboard_keys=_keyboard_keys(actions))
     for kind in ("history", "current"):
         missing = {"screenshot", "a11y_tree", "screenshot_a11y_tree", "som"} - set(texts[kind])
         if missing:
@@ -286,3 +288,16 @@ def _trim_mark(function: ast.FunctionDef) -> str:
         if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) and _string(node.value) is not None:
             return _string(node.value)  # type: ignore[return-value]
     raise PromptTextsError(f"{AGENT_PY}: trim_accessibility_tree appends no mark to a trimmed tree")
+
+
+def _keyboard_keys(module: ast.Module) -> list[str]:
+    for node in module.body:
+        if (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == "KEYBOARD_KEYS"):
+            try:
+                keys = ast.literal_eval(node.value)
+            except ValueError:
+                break
+            if isinstance(keys, list) and all(isinstance(k, str) for k in keys):
+                return keys
+    raise PromptTextsError(f"{ACTIONS_PY}: no KEYBOARD_KEYS list of key names")
