@@ -195,15 +195,17 @@ class PromptAgent(AgentModule):
             if isinstance(action, dict):
                 try:
                     why = upstream_refuses(parse_action(action).model_dump(), texts["keyboard_keys"])
-                except (ValidationError, ValueError) as exc:
-                    why = f"invalid computer_13 action: {str(exc).splitlines()[0]}"
+                except ValidationError as exc:
+                    why = f"invalid computer_13 action: {exc.errors()[0]['msg']}"
+                except ValueError as exc:
+                    why = f"invalid computer_13 action: {exc}"
                 if why:
                     agent._refused = why
                     return f"not run: {why}"
             try:
                 return env.step(action)
-            except ValueError as exc:  # rejected or failed in the VM: upstream's step carries on regardless
-                return f"not run: {exc}"
+            except ValueError as exc:  # failed in the VM: upstream's step ignores the outcome and carries on
+                return f"failed: {exc}"
 
         super().__init__(tools=[execute], parser=PromptAgentParser(settings.action_space, settings.observation_type))
 
