@@ -92,14 +92,14 @@ def env_options(options: dict[str, Any]) -> tuple[str, float]:
     return values["observation_type"], float(values["sleep_after_execution"])
 
 
-def to_task(ow: OSWorldTask, split: str, action_space: str = "pyautogui") -> Task:
-    """An OSWorld example as a QitOS Task: instruction and identity only (no setup steps, no evaluator)."""
+def to_task(ow: OSWorldTask, split: str) -> Task:
+    """An OSWorld example as a QitOS Task: instruction and identity only (no setup steps, no evaluator, and nothing
+    of the agent's settings such as the action space, so the dataset digest is the same whichever agent runs)."""
     return Task(
         id=ow.task_id,
         objective=ow.instruction,
-        inputs={"action_space": action_space},
         env_spec=EnvSpec(type="osworld_desktop", config={"snapshot": ow.snapshot, "related_apps": ow.related_apps},
-                         capabilities=["screenshot", "accessibility_tree", "computer_13"]),
+                         capabilities=["screenshot", "accessibility_tree", "computer_13", "pyautogui"]),
         metadata={
             "benchmark": "osworld", "split": split, "domain": ow.domain, "example_id": ow.id,
             "snapshot": ow.snapshot, "related_apps": ow.related_apps, "source": ow.source,
@@ -239,8 +239,7 @@ class OsworldAdapter(BenchmarkAdapter):
             raise BenchmarkUsageError(str(exc)) from None
         for ow in found:
             self.golds.keep(ow.task_id, ow)  # the scoring side's copy: setup steps and evaluator
-        space = self.resolve_options(load.options)["action_space"]
-        tasks = [to_task(ow, split, space) for ow in found]
+        tasks = [to_task(ow, split) for ow in found]
         return filter_tasks(tasks, load.model_copy(update={"task_ids": None}))
 
     def cluster_resources(self, task: Task, load: LoadOptions) -> dict[str, float]:
