@@ -151,7 +151,10 @@ def install_from_tree(source: Source, repo_root: Path, target: Path) -> None:
         _copy_files(source, repo_root, target, [rel for rel in source.files if rel.startswith("upstream/")],
                     strip="upstream/")
         return
-    _copy_files(source, repo_root, target, list(source.files))
+    # upstream/: unmodified upstream sources QitOS reads as data (OSWorld's PromptAgent), from the archive's root
+    _copy_files(source, repo_root, target, [rel for rel in source.files if not rel.startswith("upstream/")])
+    _copy_files(source, repo_root, target, [rel for rel in source.files if rel.startswith("upstream/")],
+                strip="upstream/")
 
 
 def _copy_files(source: Source, repo_root: Path, target: Path, files: list[str], strip: str = "") -> None:

@@ -1,13 +1,14 @@
-"""Computer-use baselines for OSWorld: see the screen, send one computer_13 action per step, end with DONE/FAIL.
+"""QitOS's own computer-use agents for OSWorld (upstream's PromptAgent is `osworld_prompt_agent.py`, the default):
+see the screen, send one computer_13 action per step, end with DONE/FAIL.
 
-`react-computer-use` (official): the model gets the instruction, then after every action a screenshot (as an
+`react-computer-use` (official, not upstream; it always sends computer_13, whatever `action_space` says): the model gets the instruction, then after every action a screenshot (as an
 image part, OpenAI-compatible `image_url`) and the linearized accessibility tree, and answers with one
 json_decision object whose action is the `computer` tool. `scripted-actions` (not official, for tests and
 demos): each model reply is a bare computer_13 action (`{"action_type": ...}`) or WAIT/DONE/FAIL, so a
 `scripted:<jsonl>` model replays a fixed action sequence through the real environment and scorer.
 
-Recipe options (`--option KEY=VALUE`): `observation` (read by the adapter: screenshot_a11y_tree, screenshot,
-a11y_tree; use a11y_tree for text-only models), `history` (observations kept in full, default 3; older
+Recipe options (`--option KEY=VALUE`): `observation_type` (read by the adapter: a11y_tree (default),
+screenshot_a11y_tree, screenshot), `history` (observations kept in full, default 3; older
 screenshots and trees are replaced by a one-line note to bound the context), `a11y_max_chars` (default 12000).
 """
 
@@ -242,6 +243,9 @@ def _build(ctx: "RecipeContext", parser: Parser) -> ComputerUseAgent:
     env = ctx.runtime.env
     if env is None:
         raise ValueError("the OSWorld computer-use recipes need the desktop environment prepared by the osworld adapter")
+    if env.observation_type == "som":
+        raise ValueError("--option observation_type=som: react-computer-use sees screenshot, a11y_tree or "
+                         "screenshot_a11y_tree (som is for --recipe prompt-agent)")
     return ComputerUseAgent(env, parser, **agent_options(ctx.options))
 
 

@@ -42,7 +42,7 @@ CASES: list[Case] = [
         says=("--option user_stratgy=react", "did you mean user_strategy?", "its options: user_strategy")),
     run("desktop-unknown-key", "desktop-starter", "--option", "visoin=1", says=("visoin", "did you mean vision?")),
     run("osworld-unknown-key", "osworld", "--option", "observaton=a11y_tree",
-        says=("observaton", "did you mean observation?")),
+        says=("observaton", "did you mean observation_type?")),
     run("cybench-unknown-key", "cybench", "--option", "hint=true", says=("--option hint=true", "did you mean hints?")),
     run("gaia-unknown-key", "gaia", "--option", "level=1", says=("--option level=1", "gaia takes no --option")),
     run("jsonl-unknown-key", "jsonl", "--root", "tasks.jsonl", "--option", "scorr=exact",
@@ -68,7 +68,7 @@ CASES: list[Case] = [
     run("tau-negative-start", "tau-bench", "--option", "start_index=-1", says=("start_index=-1", ">= 0")),
     run("tau-user-temperature", "tau-bench", "--user-temperature", "-1", says=("--user-temperature", ">= 0")),
     run("osworld-history-0", "osworld", "--option", "history=0", says=("history=0", ">= 1")),
-    run("osworld-settle-negative", "osworld", "--option", "settle_seconds=-1", says=("settle_seconds=-1", ">= 0")),
+    run("osworld-settle-negative", "osworld", "--option", "sleep_after_execution=-1", says=("sleep_after_execution=-1", ">= 0")),
     run("cybench-timeout-0", "cybench", "--option", "command_timeout=0", says=("command_timeout=0", "> 0")),
     # -- the --option form itself, and --variant --------------------------------------------------------------
     run("option-not-a-pair", "tau-bench", "--option", "shuffle", says=("--option 'shuffle'", "KEY=VALUE")),

@@ -142,7 +142,7 @@ def test_bench_list_fits_80_columns_and_details_say_why(tmp_path):
     assert "desktop provider" in osworld
     details = qit("bench", "list", "--details", cwd=tmp_path, env=env)
     assert details.returncode == 0 and "QITOS_OSWORLD_CONTROLLER" in details.stdout
-    assert "recipes: react-computer-use (QitOS's own), scripted-actions" in details.stdout
+    assert "recipes: prompt-agent (upstream's), react-computer-use (QitOS's own), scripted-actions" in details.stdout
     assert "recipes: tool-calling (upstream's), react (upstream's)" in details.stdout
 
 

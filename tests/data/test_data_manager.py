@@ -56,7 +56,7 @@ def osworld_archive(data: Path, tamper: bool = False) -> bytes:
             content = (data / rel).read_bytes()
             if tamper and rel.endswith("test_small.json"):
                 content += b" "
-            info = tarfile.TarInfo(f"OSWorld-89426951/{rel}")
+            info = tarfile.TarInfo(f"OSWorld-89426951/{rel.removeprefix('upstream/')}")  # upstream/: the repo's root
             info.size = len(content)
             tar.addfile(info, io.BytesIO(content))
     return buffer.getvalue()

@@ -79,13 +79,12 @@ def test_osworld_script(tmp_path, osworld_data):
     from osworld_fake_controller import FakeController
 
     task = "osworld-os-bedcedc4-4d72-425e-ad62-21960b11fe0d"  # exact_match(gsettings idle-delay, "uint32 0\n")
-    replies = [{"thought": "done", "action": {"name": "computer", "arguments": {"action_type": "DONE"}}}]
-    (tmp_path / "script.txt").write_text("".join(json.dumps(json.dumps(r)) + "\n" for r in replies))
+    (tmp_path / "script.txt").write_text(json.dumps("DONE") + "\n")  # the default prompt-agent: a bare DONE
     with FakeController() as fake:
         fake.command_output = lambda command, shell: "uint32 0\n" if "gsettings" in command else ""
         out = assert_same_as_cli(
             "osworld", "osworld", ["--task-ids", task, "--model-name", "scripted:script.txt", "--option",
-                                   "settle_seconds=0", "--split", "test_all"],
+                                   "sleep_after_execution=0", "--split", "test_all"],
             tmp_path, {"QITOS_DATA_DIR": str(osworld_data.parent), "QITOS_OSWORLD_CONTROLLER": fake.url})
     assert [r["score"] for r in out] == [1.0]
 

@@ -80,8 +80,8 @@ def test_split_subset_ids_and_limit(adapter, load) -> None:
     ({"split": "dev"}, "no split 'dev'"),
     ({"subset": "os,excel"}, "unknown OSWorld domain"),
     ({"task_ids": ["osworld-os-nope"]}, "not in OSWorld split"),
-    ({"options": {"observation": "video"}}, "observation=video"),
-    ({"options": {"settle_seconds": "soon"}}, "settle_seconds"),
+    ({"options": {"observation_type": "video"}}, "observation_type=video"),
+    ({"options": {"sleep_after_execution": "soon"}}, "sleep_after_execution"),
     ({"options": {"history": "0"}}, "history=0: expected an integer >= 1"),
     ({"options": {"histroy": "2"}}, "did you mean history"),
 ])
@@ -201,7 +201,7 @@ def test_evaluate_scores_through_the_controller(adapter, load, monkeypatch, tmp_
     with FakeController() as fake:
         fake.command_output = lambda command, shell: "uint32 0\n" if "gsettings" in command else ""
         monkeypatch.setenv("QITOS_OSWORLD_CONTROLLER", fake.url)
-        runtime = adapter.prepare(task, 0, load.model_copy(update={"options": {"settle_seconds": "0"}}), tmp_path)
+        runtime = adapter.prepare(task, 0, load.model_copy(update={"options": {"sleep_after_execution": "0"}}), tmp_path)
         try:
             runtime.env.reset()
             for action in actions:

@@ -40,7 +40,7 @@ def test_list_and_dry_run_show_all_369_tasks(tmp_path: Path) -> None:
     assert listed.returncode == 0, listed.stderr
     entry = next(e for e in json.loads(listed.stdout) if e["name"] == "osworld")
     assert entry["splits"] == {"test_all": 369, "test_small": 39} and entry["can_run"] is False
-    assert entry["recipes"] == ["react-computer-use", "scripted-actions"]
+    assert entry["recipes"] == ["prompt-agent", "react-computer-use", "scripted-actions"]
     # no provider here: nothing runs, but the official evaluators could score 357 of 369 (the osworld extra)
     runnable = entry["runnable"]["test_all"]
     assert (runnable["tasks"], runnable["runnable"]) == (369, 0)
@@ -88,8 +88,8 @@ def test_full_run_against_the_fake_controller(tmp_path: Path, last: str, expecte
     ])
     with FakeController() as fake:
         fake.command_output = lambda command, shell: "uint32 0\n" if "gsettings" in command else ""
-        done = qit("bench", "run", "--benchmark", "osworld", "--task-ids", f"{INFEASIBLE},{GSETTINGS}",
-                   "--model-name", f"scripted:{script}", "--option", "settle_seconds=0", "--concurrency", "2",
+        done = qit("bench", "run", "--benchmark", "osworld", "--recipe", "react-computer-use", "--task-ids", f"{INFEASIBLE},{GSETTINGS}",
+                   "--model-name", f"scripted:{script}", "--option", "sleep_after_execution=0", "--concurrency", "2",
                    "--output", "r.jsonl", cwd=tmp_path, controller=fake.url)
         requests = list(fake.requests)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -65,10 +65,11 @@ def script(path: Path, waits: int = 0) -> Path:
 
 
 def qit_args(data_dir: Path, osworld_data: Path, image: str, vm_image: Path, model: Path, out: str, *tasks: str) -> list[str]:
-    return [sys.executable, "-m", "qitos.cli.qit", "bench", "run", "--benchmark", "osworld", "--root", str(osworld_data),
+    return [sys.executable, "-m", "qitos.cli.qit", "bench", "run", "--benchmark", "osworld",
+            "--recipe", "react-computer-use", "--root", str(osworld_data),
             "--data-dir", str(data_dir), "--task-ids", ",".join(tasks), "--model-name", f"scripted:{model}",
             "--option", "provider=docker", "--option", f"docker_image={image}", "--option", f"vm_image={vm_image}",
-            "--option", "vm_start_timeout=60", "--option", "settle_seconds=0", "--concurrency", "1", "--output", out]
+            "--option", "vm_start_timeout=60", "--option", "sleep_after_execution=0", "--concurrency", "1", "--output", out]
 
 
 def env() -> dict[str, str]:

@@ -25,8 +25,8 @@ def test_export_show_result_import_round_trip(tmp_path: Path, osworld_data: Path
         {"action_type": "CLICK", "parameters": {"x": 100, "y": 200}}, {"action_type": "DONE"}])
     with FakeController() as fake:
         fake.command_output = lambda command, shell: "uint32 0\n" if "gsettings" in command else ""
-        done = qit("bench", "run", "--benchmark", "osworld", "--task-ids", f"{INFEASIBLE},{GSETTINGS}",
-                   "--model-name", f"scripted:{script}", "--option", "settle_seconds=0", "observation=a11y_tree",
+        done = qit("bench", "run", "--benchmark", "osworld", "--recipe", "react-computer-use", "--task-ids", f"{INFEASIBLE},{GSETTINGS}",
+                   "--model-name", f"scripted:{script}", "--option", "sleep_after_execution=0", "observation_type=a11y_tree",
                    "--output", "r.jsonl", cwd=tmp_path, controller=fake.url)
     assert done.returncode == 0, done.stdout + done.stderr
     # a task that never ran: no folder upstream, a failure in QitOS's headline

@@ -140,9 +140,10 @@ def test_scores_equal_upstream_metrics_on_solved_and_unsolved_files(tmp_path: Pa
                     vm.place(path, data)
                 for path, data in state.staged.items():
                     vm.stage_unsaved(path, data)
-            done = qit("bench", "run", "--benchmark", "osworld", "--root", osworld_data, "--data-dir", data_dir,
+            done = qit("bench", "run", "--benchmark", "osworld", "--recipe", "react-computer-use", "--root", osworld_data,
+                       "--data-dir", data_dir,
                        "--task-ids", ",".join(tasks), "--model-name", f"scripted:{script}", "--concurrency", VMS,
-                       "--option", "settle_seconds=0", "--output", f"{kind}.jsonl", cwd=tmp_path,
+                       "--option", "sleep_after_execution=0", "--output", f"{kind}.jsonl", cwd=tmp_path,
                        controllers=[vm.url for vm in vms], chrome_port=chrome_port)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         rows = {r["task_id"]: r for r in map(json.loads, (tmp_path / f"{kind}.jsonl").read_text().splitlines())}

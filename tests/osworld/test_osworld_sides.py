@@ -20,6 +20,7 @@ from osworld_fake_controller import FakeController
 from qitos.benchmark.base import LoadOptions
 from qitos.benchmark.config import ModelConfig, RunConfig
 from qitos.benchmark.osworld.adapter import OsworldAdapter
+from qitos.benchmark.osworld.prompt_texts import load_prompt_texts
 from qitos.benchmark.runner import execute_batch, plan_batch
 from qitos.benchmark.sides.confine import confinement_status
 
@@ -41,7 +42,7 @@ def _checks(row: dict) -> dict[str, bool]:
 def test_agent_env_names_the_controller_and_nothing_of_the_task_file(osworld_data: Path, monkeypatch,
                                                                      tmp_path: Path) -> None:
     adapter = OsworldAdapter()
-    load = LoadOptions(data_dir=osworld_data.parent, task_ids=[GSETTINGS], options={"settle_seconds": "0"})
+    load = LoadOptions(data_dir=osworld_data.parent, task_ids=[GSETTINGS], options={"sleep_after_execution": "0"})
     (task,) = adapter.load_tasks(load)
     with FakeController() as fake:
         monkeypatch.setenv("QITOS_OSWORLD_CONTROLLER", fake.url)
@@ -51,8 +52,10 @@ def test_agent_env_names_the_controller_and_nothing_of_the_task_file(osworld_dat
         finally:
             adapter.cleanup(runtime)
     assert spec.factory == "qitos.benchmark.osworld.agent_env:build" and spec.files == {}
-    assert spec.kwargs == {"task_id": GSETTINGS, "controller_url": fake.url, "observation_type": "screenshot_a11y_tree",
+    texts = spec.kwargs.pop("texts")
+    assert spec.kwargs == {"task_id": GSETTINGS, "controller_url": fake.url, "observation_type": "a11y_tree",
                            "settle_seconds": 0.0}
+    assert texts == load_prompt_texts(osworld_data)  # upstream's PromptAgent texts, read on this side
     gold = adapter.gold(task)
     text = json.dumps(spec.model_dump()) + json.dumps(task.public_summary())
     assert "gsettings" not in text and "exact_match" not in text and str(osworld_data) not in text
@@ -68,8 +71,9 @@ def test_a_scripted_run_goes_through_the_agent_side_to_the_loopback_vm(osworld_d
     with FakeController() as fake:
         fake.command_output = lambda command, shell: "uint32 0\n" if "gsettings" in command else ""
         monkeypatch.setenv("QITOS_OSWORLD_CONTROLLER", fake.url)
-        cfg = RunConfig(benchmark="osworld", load=LoadOptions(data_dir=osworld_data.parent, task_ids=[GSETTINGS],
-                                                              options={"settle_seconds": "0"}),
+        cfg = RunConfig(benchmark="osworld", recipe="react-computer-use",
+                        load=LoadOptions(data_dir=osworld_data.parent, task_ids=[GSETTINGS],
+                                                              options={"sleep_after_execution": "0"}),
                         model=ModelConfig(model_name=f"scripted:{script}"), output=tmp_path / "out" / "r.jsonl",
                         trace_logdir=tmp_path / "out" / "runs")
         plan = plan_batch(cfg)
@@ -186,7 +190,7 @@ RED_TEAM = textwrap.dedent('''
 def test_red_team_runner_cannot_reach_the_task_file_the_evaluators_or_the_gold(osworld_data: Path, monkeypatch,
                                                                                tmp_path: Path) -> None:
     adapter = OsworldAdapter()
-    load = LoadOptions(data_dir=osworld_data.parent, task_ids=[INFEASIBLE], options={"settle_seconds": "0"})
+    load = LoadOptions(data_dir=osworld_data.parent, task_ids=[INFEASIBLE], options={"sleep_after_execution": "0"})
     (task,) = adapter.load_tasks(load)
     task_file = str(adapter.gold(task).path)
     assert Path(task_file).is_file() and "infeasible" in Path(task_file).read_text()

@@ -30,10 +30,15 @@ starts OSWorld's VM image in Docker containers, one per concurrent task up to `-
 `requires_unavailable` with that instruction; so does a task needing Google credentials. Setup runs in
 `prepare` (a failure is `setup_failed`); downloads are cached by URL under `<data dir>/osworld-cache`.
 
-Options (`--option KEY=VALUE`, declared in `options.py`): `observation` = screenshot_a11y_tree (default) |
-screenshot | a11y_tree, `settle_seconds` (pause after an action before the next screenshot, default 1),
-`provider` = controller (default) | docker, the Docker VM's settings (`vm_image`, ...), plus the recipe's options
-(`qitos/recipes/osworld.py`).
+Recipes: `prompt-agent` (default, upstream's PromptAgent: `qitos/recipes/osworld_prompt_agent.py`, its texts read
+here from `<osworld data>/upstream/mm_agents` by `prompt_texts.py` and handed to the agent side),
+`react-computer-use` (QitOS's own, not upstream) and `scripted-actions` (tests).
+
+Options (`--option KEY=VALUE`, declared in `options.py`): upstream's run flags `action_space` = pyautogui
+(default) | computer_13, `observation_type` = a11y_tree (default) | screenshot | screenshot_a11y_tree | som,
+`sleep_after_execution` (default 0), `max_trajectory_length`, `temperature`, `top_p`, `max_tokens`,
+`a11y_tree_max_tokens`; `provider` = controller (default) | docker, the Docker VM's settings (`vm_image`, ...),
+plus react-computer-use's `history` and `a11y_max_chars`. Upstream's `--max_steps` 15 is the default budget.
 """
 
 from __future__ import annotations
@@ -82,19 +87,19 @@ def _examples(load: LoadOptions) -> Path:
 
 
 def env_options(options: dict[str, Any]) -> tuple[str, float]:
-    """(observation type, settle seconds) from the run's options (declared in `options.py`)."""
+    """(observation type, seconds to wait after an action) from the run's options (declared in `options.py`)."""
     values = resolve_options(OsworldOptions, options, "osworld")
-    return values["observation"], float(values["settle_seconds"])
+    return values["observation_type"], float(values["sleep_after_execution"])
 
 
 def to_task(ow: OSWorldTask, split: str) -> Task:
-    """An OSWorld example as a QitOS Task: instruction and identity only (no setup steps, no evaluator)."""
+    """An OSWorld example as a QitOS Task: instruction and identity only (no setup steps, no evaluator, and nothing
+    of the agent's settings such as the action space, so the dataset digest is the same whichever agent runs)."""
     return Task(
         id=ow.task_id,
         objective=ow.instruction,
-        inputs={"action_space": "computer_13"},
         env_spec=EnvSpec(type="osworld_desktop", config={"snapshot": ow.snapshot, "related_apps": ow.related_apps},
-                         capabilities=["screenshot", "accessibility_tree", "computer_13"]),
+                         capabilities=["screenshot", "accessibility_tree", "computer_13", "pyautogui"]),
         metadata={
             "benchmark": "osworld", "split": split, "domain": ow.domain, "example_id": ow.id,
             "snapshot": ow.snapshot, "related_apps": ow.related_apps, "source": ow.source,
@@ -119,7 +124,7 @@ class OsworldAdapter(BenchmarkAdapter):
     name = "osworld"
     description = "OSWorld: 369 computer-use tasks on an Ubuntu VM, scored by OSWorld's own evaluators"
     default_split = "test_all"
-    default_recipe = "react-computer-use"
+    default_recipe = "prompt-agent"
     scorer_official = True
     scorer_note = "OSWorld's desktop_env/evaluators (getters + metrics) from the task data's checkout, dispatched as DesktopEnv.evaluate"
     split_sides = True
@@ -207,8 +212,12 @@ class OsworldAdapter(BenchmarkAdapter):
 
     def recipes(self) -> dict[str, Recipe]:
         from qitos.recipes.osworld import build_react_computer_use, build_scripted_actions
+        from qitos.recipes.osworld_prompt_agent import build_prompt_agent
 
         return {
+            "prompt-agent": Recipe("prompt-agent", build_prompt_agent,
+                                   "upstream's PromptAgent (mm_agents/agent.py): its prompts, observation processing, "
+                                   "history, parsing and request parameters", upstream=True),
             "react-computer-use": Recipe("react-computer-use", build_react_computer_use,
                                          "screenshot + accessibility tree in, one computer_13 action out (json_decision; "
                                          "QitOS's own agent, not upstream's PromptAgent)", upstream=False),
@@ -271,7 +280,8 @@ class OsworldAdapter(BenchmarkAdapter):
             if callable(check):
                 check()  # an unreachable controller fails here, before any setup step
             run_setup(ow, provider, cache_dir)
-            env = agent_env.build(workdir=workdir / "agent", **_agent_kwargs(ow, provider, observation, settle)).env
+            env = agent_env.build(workdir=workdir / "agent",
+                                  **_agent_kwargs(ow, provider, observation, settle, _texts(load))).env
         except BaseException:
             lease.release()
             raise
@@ -289,16 +299,17 @@ class OsworldAdapter(BenchmarkAdapter):
         if provider is None:
             return TaskRuntime(workdir=workdir, unavailable=why_not or NO_PROVIDER_REASON)
         env = agent_env.build(workdir=workdir / "agent",
-                              **_agent_kwargs(self.gold(task), provider, observation, settle)).env
+                              **_agent_kwargs(self.gold(task), provider, observation, settle, _texts(load))).env
         return TaskRuntime(env=env, workdir=workdir, handles={})
 
     # -- the agent side's view -----------------------------------------------------------------------
     def agent_env(self, task: Task, runtime: TaskRuntime) -> AgentEnvSpec:
-        """The agent's env: the task id, the VM controller's URL and the observation settings, nothing else."""
+        """The agent's env: the task id, the VM controller's URL, the observation settings and upstream's
+        PromptAgent texts, nothing else."""
         env: OsworldEnv = runtime.env
         return AgentEnvSpec(factory="qitos.benchmark.osworld.agent_env:build", kwargs={
             "task_id": env.task_id, "controller_url": env.provider.client.base_url,
-            "observation_type": env.observation_type, "settle_seconds": env.settle_seconds})
+            "observation_type": env.observation_type, "settle_seconds": env.settle_seconds, "texts": env.texts})
 
     def agent_files(self, task: Task, runtime: TaskRuntime) -> dict[str, str]:
         return {}  # setup files go into the VM (prepare); nothing of the task file reaches the agent's work dir
@@ -358,10 +369,25 @@ def _coverage(examples: Path, evaluators: UpstreamEvaluators) -> CoverageReport:
     return _COVERAGE[key]
 
 
-def _agent_kwargs(ow: OSWorldTask, provider: Any, observation: str, settle: float) -> dict[str, Any]:
+def _agent_kwargs(ow: OSWorldTask, provider: Any, observation: str, settle: float,
+                  texts: dict[str, Any] | None) -> dict[str, Any]:
     """What the agent side's env is built from (JSON): no setup steps, no evaluator."""
     return {"task_id": ow.task_id, "controller_url": provider.client.base_url, "observation_type": observation,
-            "settle_seconds": settle}
+            "settle_seconds": settle, "texts": texts}
+
+
+def _texts(load: LoadOptions) -> dict[str, Any] | None:
+    """Upstream's PromptAgent texts (`prompt_texts.py`) from the task data's folder, else the data dir's
+    `osworld/` (a `--root` checkout may lack `upstream/`); without them the prompt-agent recipe says so when it is
+    built (the other recipes do not need them)."""
+    from .prompt_texts import PromptTextsError, load_prompt_texts
+
+    for root in dict.fromkeys((data_root(load), Path(load.data_dir) / "osworld")):
+        try:
+            return load_prompt_texts(root)
+        except PromptTextsError:
+            continue
+    return None
 
 
 def _action_or_none(value: Any) -> dict[str, Any] | str | None:

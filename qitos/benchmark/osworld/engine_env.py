@@ -24,8 +24,8 @@ from .actions import Computer13Action, action_command, action_kind, is_terminal,
 from .provider import Provider
 from .tasks import OSWorldTask
 
-ObservationType = Literal["screenshot_a11y_tree", "screenshot", "a11y_tree"]
-OBSERVATION_TYPES: tuple[str, ...] = ("screenshot_a11y_tree", "screenshot", "a11y_tree")
+ObservationType = Literal["screenshot_a11y_tree", "screenshot", "a11y_tree", "som"]
+OBSERVATION_TYPES: tuple[str, ...] = ("screenshot_a11y_tree", "screenshot", "a11y_tree", "som")
 EventSink = Callable[[str, dict[str, Any]], None]
 
 
@@ -55,8 +55,9 @@ def describe_action(action: Computer13Action | str) -> str:
 class OsworldEnv:
     """One episode: observe, execute computer_13 (or pyautogui) actions, stop on DONE/FAIL.
 
-    `settle_seconds` is the pause between an action and the next screenshot so the desktop can redraw
-    (upstream waits too); terminal actions are observed without waiting.
+    `settle_seconds` (the `sleep_after_execution` option) is the pause between an action and the next screenshot
+    so the desktop can redraw (upstream waits too); terminal actions are observed without waiting. `texts` are
+    upstream's PromptAgent texts the `prompt-agent` recipe sends (read by the scoring side).
     """
 
     def __init__(
@@ -67,6 +68,7 @@ class OsworldEnv:
         observation_type: ObservationType = "screenshot_a11y_tree",
         settle_seconds: float = 1.0,
         sleep: Callable[[float], None] = time.sleep,
+        texts: dict[str, Any] | None = None,
     ) -> None:
         if observation_type not in OBSERVATION_TYPES:
             raise ValueError(f"observation type '{observation_type}' is not one of {', '.join(OBSERVATION_TYPES)}")
@@ -77,6 +79,7 @@ class OsworldEnv:
         self.observation_type = observation_type
         self.settle_seconds = settle_seconds
         self._sleep = sleep
+        self.texts = dict(texts or {})  # upstream's PromptAgent texts (prompt-agent), from the scoring side
         self._events: EventSink | None = None
         self.actions: list[dict[str, Any] | str] = []
         self.observation: Observation | None = None

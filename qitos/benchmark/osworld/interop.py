@@ -43,7 +43,7 @@ def model_folder(model: str | None) -> str:
 def _settings(row: dict[str, Any], run_dir: Path | None) -> tuple[str, str]:
     """(action_space, observation_type) of the run that wrote a row: from its RunSpec's resolved options."""
     observation = "screenshot_a11y_tree"
-    action_space = "computer_13"  # QitOS's recipes send computer_13 actions (and the strings WAIT/DONE/FAIL)
+    action_space = "computer_13"  # QitOS's own recipes send computer_13 actions (and the strings WAIT/DONE/FAIL)
     if run_dir is not None:
         try:
             spec = load_run(run_dir).manifest.run_spec or {}
@@ -51,7 +51,8 @@ def _settings(row: dict[str, Any], run_dir: Path | None) -> tuple[str, str]:
             spec = {}
         options = ((spec.get("metadata") or {}).get("options") or {}) if isinstance(spec, dict) else {}
         observation = str(options.get("observation_type") or options.get("observation") or observation)
-        action_space = str(options.get("action_space") or action_space)
+        if (spec.get("metadata") or {}).get("recipe") == "prompt-agent":  # the others always send computer_13
+            action_space = str(options.get("action_space") or action_space)
     return action_space, observation
 
 

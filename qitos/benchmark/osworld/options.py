@@ -1,10 +1,15 @@
-"""Scoring side: OSWorld's `--option` keys, declared (see `qitos.benchmark.options`): the observation, the desktop
-provider and its Docker VM settings (`docker_provider.py`), and the computer-use recipes' own
-(`qitos/recipes/osworld.py`)."""
+"""Scoring side: OSWorld's `--option` keys, declared (see `qitos.benchmark.options`): upstream's run flags, named
+and defaulted as `run.py` names them (`action_space`, `observation_type`, `sleep_after_execution`,
+`max_trajectory_length`, `temperature`, `top_p`, `max_tokens`) plus PromptAgent's `a11y_tree_max_tokens`, which
+the `prompt-agent` recipe follows (`qitos/recipes/osworld_prompt_agent.py`); the desktop provider and its Docker
+VM settings (`docker_provider.py`); and the `react-computer-use` recipe's own (`qitos/recipes/osworld.py`).
+Upstream's `--max_steps` (15) is the run's `--max-steps` (one step = one model call = one `predict`)."""
 
 from __future__ import annotations
 
 from typing import Literal
+
+from pydantic import model_validator
 
 from ..options import BenchmarkOptions, option
 from .engine_env import OBSERVATION_TYPES
@@ -14,9 +19,17 @@ SIZE = r"^[1-9][0-9]*[KMGT]?$"
 
 
 class OsworldOptions(BenchmarkOptions):
-    observation: Literal[OBSERVATION_TYPES] = option(  # type: ignore[valid-type]
-        "screenshot_a11y_tree", "what the agent sees after each action (a11y_tree for text-only models)")
-    settle_seconds: float = option(1.0, "pause after an action before the next screenshot", ge=0)
+    action_space: Literal["pyautogui", "computer_13"] = option(
+        "pyautogui", "prompt-agent: what the model sends, pyautogui code or computer_13 actions "
+        "(react-computer-use always sends computer_13)")
+    observation_type: Literal[OBSERVATION_TYPES] = option(  # type: ignore[valid-type]
+        "a11y_tree", "what the agent sees after each action (som: a tagged screenshot, prompt-agent with pyautogui)")
+    sleep_after_execution: float = option(0.0, "seconds to wait after an action before the next observation", ge=0)
+    max_trajectory_length: int = option(3, "prompt-agent: earlier observations and replies kept in the prompt", ge=0)
+    a11y_tree_max_tokens: int = option(10000, "prompt-agent: gpt-4 tokens of the accessibility tree shown", ge=1)
+    temperature: float = option(1.0, "prompt-agent: sampling temperature sent", ge=0)
+    top_p: float = option(0.9, "prompt-agent: top_p sent", gt=0, le=1)
+    max_tokens: int = option(1500, "prompt-agent: max_tokens sent", ge=1)
     provider: Literal["controller", "docker"] = option(
         "controller", "controller: the VMs of $QITOS_OSWORLD_CONTROLLER; docker: one VM container per task in flight")
     vm_image: str | None = option(None, "docker: the OSWorld VM disk image (default <data dir>/osworld-vm/Ubuntu.qcow2)")
@@ -27,3 +40,10 @@ class OsworldOptions(BenchmarkOptions):
     vm_start_timeout: float = option(600.0, "docker: seconds a VM may take to boot", gt=0)
     history: int = option(3, "react-computer-use: observations kept in full (older ones become a note)", ge=1)
     a11y_max_chars: int = option(12000, "react-computer-use: characters of the accessibility tree shown", ge=200)
+
+    @model_validator(mode="after")
+    def _som_takes_code(self) -> "OsworldOptions":
+        if self.observation_type == "som" and self.action_space == "computer_13":
+            raise ValueError("--option observation_type=som goes with action_space=pyautogui (upstream's PromptAgent "
+                             "has no set-of-marks prompt for computer_13)")
+        return self

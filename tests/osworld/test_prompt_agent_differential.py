@@ -1,0 +1,255 @@
+"""`qit bench run --benchmark osworld --recipe prompt-agent` against upstream's own PromptAgent, on the same screens
+and the same scripted replies.
+
+21 tasks (2 per app: chrome, gimp, libreoffice_calc, libreoffice_impress, libreoffice_writer, os, thunderbird,
+vlc, vs_code, and 3 multi_apps; their setup steps run against the stand-in VM, downloads from a pre-filled cache)
+× the 7 observation type / action space pairs upstream's PromptAgent takes (a11y_tree, screenshot,
+screenshot_a11y_tree × pyautogui, computer_13, and som × pyautogui) = 147 episodes of at most 3 steps per side;
+the 8th pair, som × computer_13, is refused by both. Upstream's side is `upstream_prompt_agent.py` (its
+PromptAgent, `DesktopEnv.step` and `PythonController` from the data dir); QitOS's is the real CLI with its
+agent side, VM pool and controller client. The stand-in VM (`prompt_agent_desk.Desk`) shows a screen that is a
+function of what ran on it (one screen is large enough to be trimmed), and each scripted reply is a function of
+the request's messages, so one side's divergence changes what follows.
+
+Compared per episode: every request body (the messages with their image parts, and which parameters are sent:
+model, messages, max_tokens, top_p, temperature and nothing else), the actions, the pyautogui commands sent to
+`/execute` (the VM's own record), and how the episode ended (done, step budget, or upstream's exception). Some
+pairs run with other options on both sides (history windows of 1, 0 and 2; other sampling values), and QitOS's
+RunSpec must record them resolved.
+
+Counts (deterministic, printed with `-s`): 147 episodes, 315 requests, 292 actions and 128 pyautogui `/execute`
+commands equal; endings 62 done (DONE/FAIL), 49 at the step budget, 36 upstream exceptions (computer_13 replies
+that are not JSON, or actions upstream's controller refuses: an unknown type, a key not in its KEYBOARD_KEYS). The computer_13 commands themselves are not compared: upstream's controller words them with a
+random easing and duration, QitOS's as before (`actions.py`). About 100 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prompt_agent_desk import COMPUTER_13_REPLIES, PYAUTOGUI_REPLIES, SOM_REPLIES, Desk, reply_for
+
+from qitos.benchmark.osworld import load_evaluators
+from qitos.benchmark.osworld.evaluator import resolve
+from qitos.benchmark.osworld.tasks import load_tasks, resolve_examples_dir
+from qitos.recipes.osworld_prompt_agent import computer13
+from tests.support.openai_server import OpenAIServer, Reply
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).parent
+VMS = 4
+MAX_STEPS = 3
+SIMPLE_SETUP = {"launch", "execute", "command", "activate_window", "open", "close_window", "download"}
+PAIRS = [(obs, space) for obs in ("a11y_tree", "screenshot", "screenshot_a11y_tree") for space in ("pyautogui", "computer_13")]
+PAIRS.append(("som", "pyautogui"))
+# options other than the defaults for some pairs (both sides get them), so the history window is cut (1, 0 and 2
+# earlier steps kept) and the sampling options reach the request
+OPTIONS = {("screenshot", "pyautogui"): {"max_trajectory_length": 1},
+           ("screenshot", "computer_13"): {"max_trajectory_length": 1},
+           ("screenshot_a11y_tree", "computer_13"): {"max_trajectory_length": 0},
+           ("som", "pyautogui"): {"max_trajectory_length": 2, "temperature": 0.5, "top_p": 1.0, "max_tokens": 700}}
+UPSTREAM_ARGS = {"max_tokens": 1500, "top_p": 0.9, "temperature": 1.0, "max_trajectory_length": 3,
+                 "sleep_after_execution": 0.0, "max_steps": MAX_STEPS}  # run.py's defaults (max_steps lowered)
+
+
+@pytest.fixture(scope="module")
+def episodes(osworld_data: Path, tmp_path_factory) -> dict[str, Any]:
+    """The tasks, and a data dir whose download cache holds their setup files (placeholders)."""
+    evaluators = load_evaluators(osworld_data)
+    found = load_tasks(resolve_examples_dir(osworld_data), "test_all")
+    instructions = Counter(t.instruction for t in found)
+    chosen: dict[str, list] = {}
+    for task in sorted(found, key=lambda t: t.task_id):
+        if ({s.type for s in task.config} <= SIMPLE_SETUP and not task.evaluator.postconfig
+                and instructions[task.instruction] == 1 and resolve(task, evaluators).status == "ready"):
+            picked = chosen.setdefault(task.domain, [])
+            if len(picked) < (3 if task.domain == "multi_apps" else 2):
+                picked.append(task)
+    tasks = [t for domain in sorted(chosen) for t in chosen[domain]]
+    data = tmp_path_factory.mktemp("data")
+    (data / "osworld").symlink_to(osworld_data)
+    cache = data / "osworld-cache"
+    cache.mkdir()
+    for task in tasks:
+        for step in task.config:
+            if step.type == "download":
+                for item in step.parameters.files:
+                    (cache / hashlib.sha256(item.url.encode()).hexdigest()).write_bytes(b"placeholder " + item.url.encode())
+    return {"tasks": tasks, "data": data}
+
+
+def test_the_tasks_span_the_apps(episodes: dict[str, Any]) -> None:
+    domains = Counter(t.domain for t in episodes["tasks"])
+    assert len(episodes["tasks"]) == 21 and set(domains) == {
+        "chrome", "gimp", "libreoffice_calc", "libreoffice_impress", "libreoffice_writer", "multi_apps", "os",
+        "thunderbird", "vlc", "vs_code"}, domains
+
+
+def _difference(a: Any, b: Any, path: str = "") -> str | None:
+    """Where two JSON values first differ (for a readable failure)."""
+    if type(a) is not type(b):
+        return f"{path}: {type(a).__name__} vs {type(b).__name__}"
+    if isinstance(a, dict):
+        if set(a) != set(b):
+            return f"{path}: keys {sorted(a)} vs {sorted(b)}"
+        return next((d for k in a if (d := _difference(a[k], b[k], f"{path}.{k}"))), None)
+    if isinstance(a, list):
+        if len(a) != len(b):
+            return f"{path}: {len(a)} vs {len(b)} items"
+        return next((d for i, (x, y) in enumerate(zip(a, b)) if (d := _difference(x, y, f"{path}[{i}]"))), None)
+    return None if a == b else f"{path}: {str(a)[:300]!r} vs {str(b)[:300]!r}"
+
+
+def _replies(observation: str, space: str) -> list[str]:
+    return SOM_REPLIES if observation == "som" else PYAUTOGUI_REPLIES if space == "pyautogui" else COMPUTER_13_REPLIES
+
+
+def _by_instruction(server: OpenAIServer, instructions: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """Each episode's request bodies in order, told apart by the instruction in the system message."""
+    out: dict[str, list[dict[str, Any]]] = {i: [] for i in instructions}
+    for request in server.requests:
+        system = request["body"]["messages"][0]["content"][0]["text"]
+        (instruction,) = [i for i in instructions if system.endswith(": " + i)]
+        out[instruction].append(request["body"])
+    return out
+
+
+def _episodes_of(commands: list[list[str]]) -> list[list[list[str]]]:
+    """A desk's `python -c` commands split at each episode start (its `/platform` marker)."""
+    out: list[list[list[str]]] = []
+    for command in commands:
+        if command == ["--episode--"]:
+            out.append([])
+        elif out:
+            out[-1].append(command)
+    return out
+
+
+def _qitos_side(episodes: dict[str, Any], observation: str, space: str, tmp: Path) -> dict[str, Any]:
+    tasks = episodes["tasks"]
+    server = OpenAIServer(default=lambda body: Reply(text=reply_for(body["messages"], _replies(observation, space))))
+    desks = [Desk(by_code=space == "pyautogui") for _ in range(VMS)]
+    with server:
+        for desk in desks:
+            desk.__enter__()
+        try:
+            env = {**os.environ, "PYTHONPATH": str(REPO), "QITOS_DATA_DIR": str(episodes["data"]),
+                   "QITOS_OSWORLD_CONTROLLER": ",".join(d.url for d in desks)}
+            done = subprocess.run(
+                [sys.executable, "-m", "qitos.cli.qit", "bench", "run", "--benchmark", "osworld", "--recipe",
+                 "prompt-agent", "--task-ids", ",".join(t.task_id for t in tasks), "--model-name", "gpt-4o",
+                 "--base-url", server.base_url, "--max-steps", str(MAX_STEPS), "--concurrency", str(VMS),
+                 "--option", f"observation_type={observation}", "--option", f"action_space={space}",
+                 *[a for k, v in OPTIONS.get((observation, space), {}).items() for a in ("--option", f"{k}={v}")],
+                 "--output", "r.jsonl"], cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
+        finally:
+            for desk in desks:
+                desk.__exit__()
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = {r["task_id"]: r for r in map(json.loads, (tmp / "r.jsonl").read_text().splitlines())}
+    steps: dict[str, list[dict[str, Any]]] = {}
+    for task in tasks:
+        run_dir = tmp / rows[task.task_id]["trace_run_dir"]
+        spec = json.loads((run_dir / "manifest.json").read_text())["run_spec"]
+        options = spec["metadata"]["options"]
+        assert spec["metadata"]["recipe"] == "prompt-agent" and spec["metadata"]["recipe_upstream"] is True
+        assert {k: options[k] for k in UPSTREAM_ARGS if k != "max_steps"} == {
+            **{k: v for k, v in UPSTREAM_ARGS.items() if k != "max_steps"}, **OPTIONS.get((observation, space), {})}
+        assert (options["observation_type"], options["action_space"]) == (observation, space)
+        events = (run_dir / "events.jsonl").read_text().splitlines()
+        steps[task.task_id] = [e["payload"] for e in map(json.loads, events) if e["kind"] == "env_step"]
+    sent = Counter(json.dumps(c) for d in desks for c in d.commands if c != ["--episode--"])
+    return {"rows": rows, "steps": steps, "requests": _by_instruction(server, [t.instruction for t in tasks]),
+            "vm_commands": sent}
+
+
+def _upstream_side(episodes: dict[str, Any], observation: str, space: str, osworld_data: Path, tmp: Path) -> dict[str, Any]:
+    tasks = episodes["tasks"]
+    server = OpenAIServer(default=lambda body: Reply(text=reply_for(body["messages"], _replies(observation, space))))
+    with server, Desk(by_code=space == "pyautogui") as desk:
+        plan = [{"task_id": t.task_id, "instruction": t.instruction, "port": desk.port,
+                 "args": {**UPSTREAM_ARGS, **OPTIONS.get((observation, space), {}), "observation_type": observation,
+                          "action_space": space}} for t in tasks]
+        out = tmp / "upstream.json"
+        done = subprocess.run([sys.executable, str(HERE / "upstream_prompt_agent.py"), str(osworld_data),
+                               server.base_url, str(out)], input=json.dumps(plan), capture_output=True, text=True,
+                              timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert done.returncode == 0, done.stderr[-3000:]
+        commands = _episodes_of(desk.commands)
+    results = {r["task_id"]: r for r in json.loads(out.read_text())}
+    return {"results": results, "commands": dict(zip([t.task_id for t in tasks], commands)),
+            "requests": _by_instruction(server, [t.instruction for t in tasks])}
+
+
+@pytest.mark.parametrize("observation, space", PAIRS)
+def test_prompt_agent_is_upstreams(episodes: dict[str, Any], osworld_data: Path, tmp_path: Path,
+                                   observation: str, space: str) -> None:
+    (tmp_path / "q").mkdir()
+    ours = _qitos_side(episodes, observation, space, tmp_path / "q")
+    theirs = _upstream_side(episodes, observation, space, osworld_data, tmp_path)
+    ended: Counter[str] = Counter()
+    requests = actions_compared = commands_compared = 0
+    for task in episodes["tasks"]:
+        mine, upstream = ours["requests"][task.instruction], theirs["requests"][task.instruction]
+        assert mine == upstream, f"{task.task_id}: requests differ at {_difference(mine, upstream)}"
+        assert all(set(body) == {"model", "messages", "max_tokens", "top_p", "temperature"} for body in mine)
+        requests += len(mine)
+        row, result = ours["rows"][task.task_id], theirs["results"][task.task_id]
+        actions = [s["action"] for s in ours["steps"][task.task_id]]
+        expected = [a if isinstance(a, str) else computer13(a) for a in result["actions"]]
+        assert actions == expected, task.task_id
+        actions_compared += len(actions)
+        if space == "pyautogui":  # what reached the VM's /execute, as upstream's controller sends it
+            assert [s["command"] for s in ours["steps"][task.task_id] if s["command"]] == theirs["commands"][task.task_id]
+            commands_compared += len(theirs["commands"][task.task_id])
+        if result["error"]:  # QitOS still scores the VM; upstream's run.py writes no result.txt for it
+            assert row["stop_reason"] == "error", (task.task_id, row["error"], result["error"])
+        else:
+            assert row["stop_reason"] == ("env_terminal" if result["done"] else "budget_steps"), (task.task_id, row)
+        ended[row["stop_reason"]] += 1
+    # what the traces say was sent, the desks received (they also get the scorers' own commands afterwards)
+    traced = Counter(json.dumps(s["command"]) for steps in ours["steps"].values() for s in steps if s["command"])
+    assert not traced - ours["vm_commands"]
+    # the scripted replies reach every ending, and the large screen is trimmed where a tree is shown
+    assert ended["env_terminal"] and ended["budget_steps"], ended
+    if space == "computer_13":
+        assert ended["error"], ended
+    if observation != "screenshot":
+        trimmed = sum("[...]\\n" in json.dumps(b) for bodies in ours["requests"].values() for b in bodies)
+        assert trimmed, "no request shows a trimmed tree"
+    assert requests >= 30
+    window = OPTIONS.get((observation, space), {}).get("max_trajectory_length", 3)
+    longest = max(len(b["messages"]) for bodies in ours["requests"].values() for b in bodies)
+    assert longest == 2 + 2 * min(window, MAX_STEPS - 1)  # system, kept steps (observation + reply), current
+    print(f"{observation} × {space}: {len(episodes['tasks'])} episodes, {requests} requests, {actions_compared} "
+          f"actions, {commands_compared} /execute commands equal; endings {dict(ended)}")
+
+
+def test_som_with_computer_13_is_refused_by_both(episodes: dict[str, Any], osworld_data: Path, tmp_path: Path) -> None:
+    task = episodes["tasks"][0]
+    with Desk() as desk:
+        env = {**os.environ, "PYTHONPATH": str(REPO), "QITOS_DATA_DIR": str(episodes["data"]),
+               "QITOS_OSWORLD_CONTROLLER": desk.url}
+        done = subprocess.run(
+            [sys.executable, "-m", "qitos.cli.qit", "bench", "run", "--benchmark", "osworld", "--task-ids",
+             task.task_id, "--model-name", "gpt-4o", "--base-url", "http://127.0.0.1:9/v1", "--option",
+             "observation_type=som", "--option", "action_space=computer_13", "--output", "r.jsonl"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        plan = [{"task_id": task.task_id, "instruction": task.instruction, "port": desk.port,
+                 "args": {**UPSTREAM_ARGS, "observation_type": "som", "action_space": "computer_13"}}]
+        upstream = subprocess.run([sys.executable, str(HERE / "upstream_prompt_agent.py"), str(osworld_data),
+                                   "http://127.0.0.1:9/v1", str(tmp_path / "u.json")], input=json.dumps(plan),
+                                  capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert upstream.returncode == 0, upstream.stderr[-2000:]
+    assert json.loads((tmp_path / "u.json").read_text())[0]["error"] == "ValueError: Invalid action space: computer_13"
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "observation_type=som" in done.stderr + done.stdout and "Traceback" not in done.stderr
+    assert not (tmp_path / "r.jsonl").exists()
