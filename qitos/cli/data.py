@@ -112,16 +112,9 @@ def fetch_cmd(name: Annotated[str, typer.Argument(help="dataset: tau-bench, cybe
 
 def _install_tokenizer() -> None:
     from qitos.benchmark import tokenizer
-    from qitos.benchmark.errors import BenchmarkUsageError
 
-    try:
-        tokenizer.install(typer.echo)
-    except tokenizer.TokenizerMissing as exc:
-        typer.echo(f"tokenizer: {exc}", err=True)
-        raise typer.Exit(EXIT_RUN_FAILED) from None
-    except OSError as exc:
-        raise BenchmarkUsageError(f"cannot write the tokenizer to {tokenizer.cache_dir()} ({exc}); set "
-                                  f"{tokenizer.TIKTOKEN_ENV} to a writable folder") from None
+    _install("tokenizer", lambda: tokenizer.install(typer.echo), tokenizer.TokenizerMissing, tokenizer.cache_dir(),
+             tokenizer.TIKTOKEN_ENV)
 
 
 def _install_toolchain(name: str, root: Path) -> None:
@@ -132,11 +125,19 @@ def _install_toolchain(name: str, root: Path) -> None:
         raise BenchmarkUsageError(f"--toolchain: only cybench has a toolchain, not {name}; "
                                   "run `qit data fetch cybench --toolchain`")
     target = toolchain.toolchain_dir(root)
+    _install("cybench toolchain", lambda: toolchain.install(target, typer.echo), toolchain.ToolchainError, target,
+             toolchain.TOOLCHAIN_ENV)
+
+
+def _install(what: str, install, failure: type[Exception], target: Path, env: str) -> None:
+    """Run an installer: its own failure is one line and exit 1; an unwritable folder names the variable to set."""
+    from qitos.benchmark.errors import BenchmarkUsageError
+
     try:
-        toolchain.install(target, typer.echo)
-    except toolchain.ToolchainError as exc:
-        typer.echo(f"cybench toolchain: {exc}", err=True)
+        install()
+    except failure as exc:
+        typer.echo(f"{what}: {exc}", err=True)
         raise typer.Exit(EXIT_RUN_FAILED) from None
     except OSError as exc:
-        raise BenchmarkUsageError(f"cannot write the toolchain to {target} ({exc.strerror}); set "
-                                  f"{toolchain.TOOLCHAIN_ENV} to a writable folder") from None
+        raise BenchmarkUsageError(f"cannot write the {what} to {target} ({exc.strerror or exc}); set {env} to a "
+                                  "writable folder") from None

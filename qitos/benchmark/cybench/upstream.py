@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from qitos.benchmark.cybench.tasks import CybenchTask, Split, Variant
+from qitos.benchmark.upstream_source import SourceReader
 from qitos.benchmark.cybench.upstream_texts import Pattern, Segment, UpstreamAgentTexts, UpstreamTaskTexts, render
 
 FETCH_HINT = "run `qit data fetch cybench` (or point --data-dir / QITOS_DATA_DIR at a copy that has upstream/)"
@@ -340,14 +341,6 @@ def _eval(node: ast.expr, names: dict[str, Any], where: str) -> Any:
 
 
 # --- reading ---------------------------------------------------------------------------------------
-def _module(root: Path, relative: Path) -> ast.Module:
-    path = root / relative
-    try:
-        return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except OSError:
-        raise UpstreamMissingError(f"{path} not found; {FETCH_HINT}") from None
-    except SyntaxError as exc:
-        raise UpstreamSourceError(f"{path} line {exc.lineno}: not parsable Python ({exc.msg})") from None
 
 
 def _segments(node: ast.expr, where: Path) -> list[Segment]:
@@ -388,34 +381,12 @@ def _attr(call: ast.Call) -> str | None:
     return call.func.attr if isinstance(call.func, ast.Attribute) else None
 
 
-def _assigned(module: ast.Module, name: str, where: Path) -> ast.expr:
-    for node in module.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-            return node.value
-    raise UpstreamSourceError(f"{where}: no module-level {name}")
 
 
-def _method(module: ast.Module, cls: str, name: str, where: Path) -> ast.FunctionDef:
-    for node in module.body:
-        if isinstance(node, ast.ClassDef) and node.name == cls:
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name == name:
-                    return item
-    raise UpstreamSourceError(f"{where}: no method {cls}.{name}")
 
 
-def _local(fn: ast.FunctionDef, name: str, where: Path) -> ast.expr:
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and _target(node) == name:
-            return node.value
-    raise UpstreamSourceError(f"{where}: {fn.name}() does not assign {name}")
 
 
-def _returned(fn: ast.FunctionDef, where: Path) -> ast.expr:
-    returns = [n for n in fn.body if isinstance(n, ast.Return) and n.value is not None]
-    if len(returns) != 1:
-        raise UpstreamSourceError(f"{where}: {fn.name}() should end with one return")
-    return returns[0].value  # type: ignore[return-value]
 
 
 def _first(fn: ast.FunctionDef, kind: type, where: Path, what: str) -> Any:
@@ -438,3 +409,7 @@ def _const(node: ast.expr | None, where: Path, kind: type | None = None) -> Any:
     if not isinstance(node, ast.Constant):
         raise UpstreamSourceError(f"{where} line {getattr(node, 'lineno', '?')}: expected a literal")
     return node.value
+
+
+_READ = SourceReader(UpstreamSourceError, UpstreamMissingError, FETCH_HINT)
+_module, _assigned, _method, _local, _returned = _READ.parse, _READ.assigned, _READ.method, _READ.local, _READ.returned

@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ..upstream_source import SourceReader
 from .errors import OSWorldError
 
 AGENT_PY = Path("mm_agents/agent.py")
@@ -81,31 +82,10 @@ def _read(root: Path) -> dict[str, Any]:
 
 
 # -- finding constructs ------------------------------------------------------------------------------------
-def _module(root: Path, relative: Path) -> ast.Module:
-    path = root / relative
-    try:
-        return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except OSError:
-        raise PromptTextsError(f"upstream OSWorld file {path} not found; run `qit data fetch osworld` (or point "
-                               "--data-dir / QITOS_DATA_DIR at a copy that has osworld/upstream/)") from None
-    except SyntaxError as exc:
-        raise PromptTextsError(f"{path}: not valid Python ({exc.msg}, line {exc.lineno})") from None
 
 
-def _function(module: ast.Module, name: str, where: Path) -> ast.FunctionDef:
-    for node in module.body:
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            return node
-    raise PromptTextsError(f"{where}: no function {name}")
 
 
-def _method(module: ast.Module, cls: str, name: str) -> ast.FunctionDef:
-    for node in module.body:
-        if isinstance(node, ast.ClassDef) and node.name == cls:
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name == name:
-                    return item
-    raise PromptTextsError(f"{AGENT_PY}: no method {cls}.{name}")
 
 
 def _string_assignments(module: ast.Module) -> list[tuple[str, str]]:
@@ -301,3 +281,12 @@ def _keyboard_keys(module: ast.Module) -> list[str]:
             if isinstance(keys, list) and all(isinstance(k, str) for k in keys):
                 return keys
     raise PromptTextsError(f"{ACTIONS_PY}: no KEYBOARD_KEYS list of key names")
+
+
+_READ = SourceReader(PromptTextsError, PromptTextsError, "run `qit data fetch osworld` (or point --data-dir / "
+                     "QITOS_DATA_DIR at a copy that has osworld/upstream/)")
+_module, _function = _READ.parse, _READ.function
+
+
+def _method(module: ast.Module, cls: str, name: str) -> ast.FunctionDef:
+    return _READ.method(module, cls, name, AGENT_PY)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..upstream_source import SourceReader, target_name
 from .errors import TauDataError
 
 FETCH_HINT = "run `qit data fetch tau-bench` (or point --data-dir / QITOS_DATA_DIR at a copy that has upstream/)"
@@ -187,60 +188,18 @@ def _read_agents(root: Path, protocol: UpstreamProtocol) -> None:
 
 
 # --- reading --------------------------------------------------------------------------------------
-def _module(root: Path, relative: Path) -> ast.Module:
-    path = root / relative
-    try:
-        return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except OSError:
-        raise UpstreamMissingError(f"{path} not found; {FETCH_HINT}") from None
-    except SyntaxError as exc:
-        raise UpstreamSourceError(f"{path} line {exc.lineno}: not parsable Python ({exc.msg})") from None
 
 
-def _assigned(module: ast.Module, name: str, where: Path) -> ast.expr:
-    for node in module.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-            return node.value
-    raise UpstreamSourceError(f"{where}: no module-level {name}")
 
 
-def _function(module: ast.Module, name: str, where: Path) -> ast.FunctionDef:
-    for node in module.body:
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            return node
-    raise UpstreamSourceError(f"{where}: no function {name}")
 
 
-def _method(module: ast.Module, cls: str, name: str, where: Path) -> ast.FunctionDef:
-    for node in module.body:
-        if isinstance(node, ast.ClassDef) and node.name == cls:
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name == name:
-                    return item
-    raise UpstreamSourceError(f"{where}: no method {cls}.{name}")
 
 
-def _local(fn: ast.FunctionDef, name: str, where: Path) -> ast.expr:
-    """The value of the assignment to `name` (a local, or ``self.attr``) in `fn`'s body."""
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and _target_name(node.targets[0]) == name:
-            return node.value
-    raise UpstreamSourceError(f"{where}: {fn.name}() does not assign {name}")
 
 
-def _returned(fn: ast.FunctionDef, where: Path) -> ast.expr:
-    returns = [n for n in fn.body if isinstance(n, ast.Return) and n.value is not None]
-    if len(returns) != 1:
-        raise UpstreamSourceError(f"{where}: {fn.name}() should end with one return")
-    return returns[0].value  # type: ignore[return-value]
 
 
-def _target_name(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-        return f"{node.value.id}.{node.attr}"
-    return None
 
 
 def _dict_get(node: ast.Dict, key: str) -> Any:
@@ -290,3 +249,8 @@ def _eval(node: ast.expr, names: dict[str, Any], where: str) -> Any:
         return json.dumps(_eval(node.args[0], names, where))
     raise UpstreamSourceError(f"{where} line {getattr(node, 'lineno', '?')}: unexpected {type(node).__name__} "
                               "in a template; is this the pinned commit?")
+
+
+_READ = SourceReader(UpstreamSourceError, UpstreamMissingError, FETCH_HINT)
+_module, _assigned, _function, _method = _READ.parse, _READ.assigned, _READ.function, _READ.method
+_local, _returned, _target_name = _READ.local, _READ.returned, target_name
