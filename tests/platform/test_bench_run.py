@@ -97,6 +97,10 @@ def test_sigkill_mid_batch_then_resume_loses_and_duplicates_nothing(tmp_path):
 @pytest.mark.parametrize("runner", ["validator", "agent side"])
 def test_ctrl_c_cancels_in_flight_and_prints_summary(tmp_path, runner):
     proc, args, env = _start_batch(tmp_path, delay="1.0", agent_side=runner == "agent side")
+    deadline = time.time() + 20  # a task is in flight (its trace begun) when Ctrl-C comes
+    while time.time() < deadline and not any(
+            '"running"' in m.read_text() for m in (tmp_path / "runs").glob("*/manifest.json") if m.exists()):
+        time.sleep(0.02)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
