@@ -303,6 +303,13 @@ class BenchmarkAdapter:
         """Score from what the agent side returned: `result.final_answer` and `result.final_state`."""
         raise NotImplementedError
 
+    def do_nothing_success(self, task: Task, load: LoadOptions) -> bool | None:
+        """Would an agent that does nothing succeed on `task` under the benchmark's own scoring rule, as its gold
+        decides (e.g. Tau-Bench: a task whose gold writes nothing and asks for no output)? Scoring side only: every
+        row records it, so `qit bench eval` shows the do-nothing floor beside the success rate (see
+        `qitos.benchmark.floor`). None (the default): the benchmark has no such rule."""
+        return None
+
     def cleanup(self, runtime: TaskRuntime) -> None:
         env = runtime.env
         if env is not None and hasattr(env, "close"):

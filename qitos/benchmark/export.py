@@ -32,12 +32,14 @@ def export_run_html(run_dir: Path, out: Path) -> None:
 
 
 COLUMNS = ["task_id", "benchmark", "split", "subset", "trial", "model", "recipe", "run_spec_ref", "success", "score",
-           "stop_reason", "steps", "latency_seconds", "total_tokens", "cost", "prediction", "trace_run_dir"]
+           "stop_reason", "steps", "latency_seconds", "total_tokens", "cost", "prediction", "trace_run_dir",
+           "do_nothing_success"]  # would an agent doing nothing succeed on this task (empty: no rule; floor.py)
 
 
 def _flat(row: dict) -> dict:
     out = {c: row.get(c) for c in COLUMNS}
     out["total_tokens"] = (row.get("token_usage") or {}).get("total_tokens")
+    out["do_nothing_success"] = (row.get("metadata") or {}).get("do_nothing_success")
     return out
 
 
@@ -80,12 +82,13 @@ def _export_results(paths: list[Path], fmt: str, issues: list[RowIssue] | None) 
 
 
 def _markdown(rows: list[dict]) -> str:
-    """One line per configuration: the rate over every selected task, its coverage and the scored-only rate."""
+    """One line per configuration: the rate over every selected task, the do-nothing floor beside it, its coverage
+    and the scored-only rate."""
     from .metrics import evaluate_rows
 
-    lines = ["| benchmark | split | subset | model | recipe | run_spec | selected | success | rate | 95% CI | coverage "
-             "| rate (scored) | pass^k | tokens | cost |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| benchmark | split | subset | model | recipe | run_spec | selected | success | rate | 95% CI "
+             "| do-nothing floor | coverage | rate (scored) | pass^k | tokens | cost |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for g in evaluate_rows(rows):
         m, k = g["metrics"], g["group"]
         first = next(r for r in rows if r.get("run_spec_ref") == k["run_spec_ref"] and r.get("benchmark") == k["benchmark"])
@@ -94,9 +97,18 @@ def _markdown(rows: list[dict]) -> str:
         lines.append(f"| {k['benchmark']} | {k['split']} | {k['subset'] or '-'} | {first.get('model')} | "
                      f"{first.get('recipe')} | {k['run_spec_ref']} | {m['selected']} | {m['successes']}/{m['selected']} | "
                      f"{_num(m['success_rate'])} | {f'[{ci[0]:.3f}, {ci[1]:.3f}]' if ci else '-'} | "
-                     f"{m['scored']}/{m['selected']} | {_num(m['scored_success_rate'])} | {pk or '-'} | "
+                     f"{_floor(m.get('do_nothing_floor'))} | {m['scored']}/{m['selected']} | {_num(m['scored_success_rate'])} | {pk or '-'} | "
                      f"{m['total_tokens']} | {m['total_cost']} |")
     return "\n".join(lines) + "\n"
+
+
+def _floor(floor: dict | None) -> str:
+    """The do-nothing floor (`qitos.benchmark.floor`): `0.380 (19/50)`, `≥` when some tasks never ran; `-` when
+    the benchmark has no rule."""
+    if not floor or floor["rate"] is None:
+        return "-"
+    text = f"{floor['rate']:.3f} ({floor['successes']}/{floor['selected']})"
+    return f"≥ {text}, up to {floor['rate_max']:.3f}" if floor["unknown"] else text
 
 
 def _num(value: float | None) -> str:

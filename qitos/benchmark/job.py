@@ -30,6 +30,7 @@ from qitos.models.serve import recorded
 from .base import BenchmarkAdapter, Recipe, RecipeContext, TaskRuntime
 from .config import RunConfig
 from .errors import BenchmarkUsageError
+from .floor import task_floor, with_floor
 from .results import BenchmarkRunResult
 
 
@@ -281,6 +282,8 @@ def _row(ctx: JobContext, task: Task, trial: int, stop_reason: str, **fields: An
     model = (ctx.model_id or cfg.model.model_name) if ctx.recipe.needs_model else None  # oracles call no model
     if not fields.get("metadata"):  # a row the evaluator never saw keeps the task's own (public) metadata,
         fields["metadata"] = dict(task.metadata)  # so per-level/category figures still count it
+    # whether an agent doing nothing would succeed here, by the benchmark's rule (scoring side; floor.py)
+    fields["metadata"] = with_floor(fields["metadata"], task_floor(ctx.adapter, task, cfg.load))
     fields["run_spec_ref"] = fields.get("run_spec_ref") or ctx.run_spec_ref  # and stays in its configuration
     return BenchmarkRunResult(task_id=task.id, benchmark=cfg.benchmark, split=cfg.load.split, subset=cfg.load.subset,
                               trial=trial, model=model, recipe=ctx.recipe.name, selected_tasks=ctx.selected_tasks,

@@ -22,6 +22,8 @@ import math
 from collections import Counter, defaultdict
 from typing import Any, Iterable
 
+from .floor import floor_summary
+
 # model and recipe keep apart rows that have no run_spec_ref (older or foreign rows); with one, the
 # fingerprint covers them already
 CONFIG_FIELDS = ["benchmark", "split", "subset", "run_spec_ref", "model", "recipe"]
@@ -159,6 +161,8 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "mean_score": score_sum / selected if selected and score_n else None,
         "mean_score_scored": score_sum / score_n if score_n else None,
         "pass_hat_k": {str(k): pass_hat_k(tasks, k, selected_tasks) for k in range(1, trials + 1)},
+        # what an agent that does nothing reaches on the same selection, where the benchmark's rule says (floor.py)
+        "do_nothing_floor": floor_summary(rows, selected_tasks, trials),
         "stop_reasons": dict(reasons.most_common()),
         "mean_steps": steps / n if n else None,
         "total_tokens": tokens,

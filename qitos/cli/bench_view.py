@@ -240,6 +240,16 @@ def require_run_dir(run: Path) -> None:
     read_manifest(run)  # an unreadable manifest is one line too
 
 
+def _floor_row(table: Table, m: dict[str, Any], scored: bool) -> None:
+    """Under a success rate, the do-nothing floor on the same rows (`qitos.benchmark.floor`), where the
+    benchmark's rule gives one."""
+    from qitos.benchmark.floor import NAME, floor_text
+
+    text = floor_text(m.get("do_nothing_floor"), scored=scored)
+    if text:
+        table.add_row(f"  {NAME} ({'scored only' if scored else 'all selected'})", text)
+
+
 def print_eval(report: dict[str, Any]) -> None:
     print_notes(report["issues"], err=False)
     console.print(f"[bold]{report['rows']} rows[/] from {', '.join(report['files'])}")
@@ -255,9 +265,11 @@ def print_eval(report: dict[str, Any]) -> None:
                                   f"({m['total']} rows)")
         table.add_row("success rate (all selected)",
                       f"{_rate(m['success_rate'], m['success_ci95'])}   {m['successes']}/{m['selected']}")
+        _floor_row(table, m, scored=False)
         table.add_row("coverage (scored)", f"{_fmt(m['coverage'])}   {m['scored']}/{m['selected']}")
         table.add_row("success rate (scored only)",
                       f"{_rate(m['scored_success_rate'], m['scored_success_ci95'])}   {m['successes']}/{m['scored']}")
+        _floor_row(table, m, scored=True)
         if m["unscored_by_reason"]:
             table.add_row("unscored (count as failures)",
                           ", ".join(f"{k}: {v}" for k, v in m["unscored_by_reason"].items()))

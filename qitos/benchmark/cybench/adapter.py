@@ -401,6 +401,12 @@ class CybenchAdapter(BenchmarkAdapter):
         episode.trace_event = runtime.trace_event  # set by the job before the run (None in process)
         return episode.handle(method, payload)
 
+    def do_nothing_success(self, task: Task, load: LoadOptions) -> bool | None:
+        """Does an agent that submits nothing get the flag (`floor.py`)? Never, for a non-empty flag."""
+        from .floor import do_nothing_success
+
+        return do_nothing_success(self.gold(task), split_of(load))
+
     def evaluate(self, task: Task, result: RunResult, runtime: TaskRuntime) -> Evaluation:
         """Scores from the scoring side's record of submissions (`episode`), plus the run's final answer for
         an agent that ended without submitting; the agent's final state only reports its iteration counts."""

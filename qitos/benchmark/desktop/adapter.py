@@ -218,6 +218,12 @@ class DesktopAdapter(BenchmarkAdapter):
                       "evidence": outcome.evidence, "env_steps": outcome.steps, "app": env.task.app,
                       "max_steps": env.task.max_steps})
 
+    def do_nothing_success(self, task: Task, load: LoadOptions) -> bool | None:
+        """1 for an agent that answers FAIL at once: the infeasible tasks (`floor.py`)."""
+        from .floor import do_nothing_success
+
+        return do_nothing_success(self.gold(task))
+
     def cleanup(self, runtime: TaskRuntime) -> None:
         service = getattr(runtime, "service", None)
         if service is not None:

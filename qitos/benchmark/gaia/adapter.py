@@ -259,6 +259,12 @@ class GaiaAdapter(BenchmarkAdapter):
         ok = score_answer(prediction, truth)
         return Evaluation(success=ok, score=1.0 if ok else 0.0, prediction=prediction, metadata={**meta, "labeled": True})
 
+    def do_nothing_success(self, task: Task, load: LoadOptions) -> bool | None:
+        """Does no answer match the ground truth under GAIA's scorer (`floor.py`)? None for unlabeled tasks."""
+        from .floor import do_nothing_success
+
+        return do_nothing_success(self.golds.get(task.id) if task.id in self.golds else None)
+
     # -- aggregation ----------------------------------------------------------------------------
     def metrics(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
         """Accuracy over every labeled row (unscored ones count as wrong), overall and per level, with 95%

@@ -114,6 +114,13 @@ class JsonlBenchmark(BenchmarkAdapter):
     def prepare(self, task: Task, trial: int, load: LoadOptions, workdir: Path) -> TaskRuntime:
         return TaskRuntime(workdir=workdir, handles={"files": [r.path for r in task.resources]})  # oracle, in-process
 
+    def do_nothing_success(self, task: Task, load: LoadOptions) -> bool | None:
+        """Does no answer pass the run's scorer (`floor.py`)? None for unlabeled rows."""
+        from .floor import do_nothing_success
+
+        answer = self.golds.get(task.id) if task.id in self.golds else None
+        return do_nothing_success(self.resolve_options(load.options)["scorer"], answer)
+
     def evaluate(self, task, result, runtime) -> Evaluation:
         answer = self.golds.get(task.id) if task.id in self.golds else None
         prediction = result.final_answer

@@ -344,6 +344,12 @@ class OsworldAdapter(BenchmarkAdapter):
         return Evaluation(success=outcome.score == 1.0 if scored else None, score=outcome.score if scored else None,
                           prediction=last, metadata=metadata)
 
+    def do_nothing_success(self, task: Task, load: LoadOptions) -> bool | None:
+        """1 for an agent that answers FAIL at once: the infeasible tasks (`floor.py`)."""
+        from .floor import do_nothing_success
+
+        return do_nothing_success(self.gold(task))
+
     def cleanup(self, runtime: TaskRuntime) -> None:
         """Close the env, then hand the VM to the next task (whatever fails)."""
         try:

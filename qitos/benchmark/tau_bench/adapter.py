@@ -238,6 +238,13 @@ class TauBenchAdapter(BenchmarkAdapter):
             prediction=outcome.get("last_message"), metadata=outcome,
         )  # fmt: skip
 
+    def do_nothing_success(self, task: Task, load: LoadOptions) -> bool | None:
+        """Reward 1 for an agent that ends at once: the gold writes nothing and asks for no output (`floor.py`)."""
+        from .floor import do_nothing_success
+
+        meta = task.metadata
+        return do_nothing_success(load_data(load, meta["subset"]), meta["split"], int(meta["task_index"]))
+
     def cleanup(self, runtime: TaskRuntime) -> None:
         if runtime.env is not None:
             runtime.env.release()

@@ -1,0 +1,60 @@
+"""The board shows the do-nothing floor beside the success rate, in a real browser, for real Tau-Bench airline
+runs: the oracle (every task) and the null agent (exactly the floor). Screenshot: test-artifacts/qita/floor_*.png."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from qitos.qita.config import BoardConfig
+from qitos.qita.server import BoardServer
+from tests.platform.conftest import qit
+
+from .conftest import screenshot
+
+pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+
+
+@pytest.fixture(scope="module")
+def airline_runs(tmp_path_factory, tau_data: Path) -> Path:
+    """Two configurations of airline test: the oracle, and the null agent (one "Hi", the scripted user stops)."""
+    root = tmp_path_factory.mktemp("floor-board")
+    env = {"QITOS_DATA_DIR": str(tau_data.parent)}
+    common = ("bench", "run", "--benchmark", "tau-bench", "--subset", "airline", "--split", "test", "--concurrency", "2",
+              "--trace-logdir", "runs")
+    for args in (("--recipe", "oracle", "--output", "results/oracle.jsonl"),
+                 ("--runner", "tests.tau_bench.runners:say_hi", "--option", "user_strategy=scripted",
+                  "--output", "results/null.jsonl")):
+        done = qit(*common, *args, cwd=root, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+    return root
+
+
+@pytest.fixture(scope="module")
+def floor_board(airline_runs: Path, tmp_path_factory):
+    config = BoardConfig(logdir=airline_runs / "runs", results=sorted((airline_runs / "results").glob("*.jsonl")),
+                         port=0, cache_dir=tmp_path_factory.mktemp("floor-cache"))
+    server = BoardServer(config).start()
+    yield server
+    server.stop()
+
+
+def test_the_floor_stands_beside_each_rate(floor_board, page) -> None:
+    page.goto(floor_board.url("/"))
+    rows = page.locator("table.configs tr.config")
+    texts = sorted(rows.all_inner_texts())
+    assert len(texts) == 2
+    oracle = next(t for t in texts if "oracle" in t)
+    null = next(t for t in texts if "oracle" not in t)
+    assert "100.0%" in oracle and "do-nothing floor 38.0% (19/50)" in oracle
+    assert re.search(r"38\.0%.*do-nothing floor 38\.0% \(19/50\)", null, re.S)  # the null agent scores the floor
+    screenshot(page, "floor_configs")
+    page.locator("a.config-link", has_text="oracle").first.click()
+    page.wait_for_url(re.compile(r"/configs/"))
+    success = page.inner_text("#conf-success")
+    assert "100.0%" in success and "do-nothing floor 38.0% (19/50)" in success
+    assert "do-nothing floor 38.0% (19/50)" in page.inner_text("#conf-scored-success")
+    screenshot(page, "floor_config")
+    assert page.errors == [] and page.dialogs == []
