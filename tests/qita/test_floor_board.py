@@ -24,9 +24,10 @@ def airline_runs(tmp_path_factory, tau_data: Path) -> Path:
     env = {"QITOS_DATA_DIR": str(tau_data.parent)}
     common = ("bench", "run", "--benchmark", "tau-bench", "--subset", "airline", "--split", "test", "--concurrency", "2",
               "--trace-logdir", "runs")
+    (root / "never.jsonl").write_text('"the null agent calls no model"\n')
     for args in (("--recipe", "oracle", "--output", "results/oracle.jsonl"),
                  ("--runner", "tests.tau_bench.runners:say_hi", "--option", "user_strategy=scripted",
-                  "--output", "results/null.jsonl")):
+                  "--model-name", f"scripted:{root / 'never.jsonl'}", "--output", "results/null.jsonl")):
         done = qit(*common, *args, cwd=root, env=env)
         assert done.returncode == 0, done.stdout + done.stderr
     return root
