@@ -74,6 +74,11 @@ def print_summary(plan, outcome) -> None:
     console.print(f"finished {len(rows)} of {len(plan.jobs)} · success {p['successes']}/{p['selected']} "
                   f"(rate {_fmt(p['rate'])}; coverage {p['scored']}/{p['selected']}, "
                   f"rate over scored {_fmt(p['scored_rate'])}) · tokens {tokens} · cost {cost:.4f}")
+    from qitos.benchmark.floor import NAME, floor_summary, floor_text
+
+    floor = floor_text(floor_summary(rows, len(plan.jobs), 1))  # over this invocation's jobs, as the line above
+    if floor:
+        console.print(f"{NAME} (an agent that does nothing, same tasks): {floor}", markup=False)
     reasons: dict[str, int] = {}
     for r in rows:
         reasons[r["stop_reason"]] = reasons.get(r["stop_reason"], 0) + 1

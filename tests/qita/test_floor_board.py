@@ -18,7 +18,7 @@ pytest.importorskip("playwright.sync_api", reason="the playwright package is not
 
 
 @pytest.fixture(scope="module")
-def airline_runs(tmp_path_factory, tau_data: Path) -> Path:
+def airline_runs(tmp_path_factory, tau_data: Path, osworld_data: Path) -> Path:
     """Two configurations of airline test: the oracle, and the null agent (one "Hi", the scripted user stops)."""
     root = tmp_path_factory.mktemp("floor-board")
     env = {"QITOS_DATA_DIR": str(tau_data.parent)}
@@ -30,6 +30,11 @@ def airline_runs(tmp_path_factory, tau_data: Path) -> Path:
                   "--model-name", f"scripted:{root / 'never.jsonl'}", "--output", "results/null.jsonl")):
         done = qit(*common, *args, cwd=root, env=env)
         assert done.returncode == 0, done.stdout + done.stderr
+    # and OSWorld without a VM: nothing is scored, the floor (its 30 infeasible tasks) still covers all 369
+    env = {"QITOS_DATA_DIR": str(osworld_data.parent), "QITOS_OSWORLD_CONTROLLER": ""}
+    done = qit("bench", "run", "--benchmark", "osworld", "--trace-logdir", "runs", "--output", "results/osworld.jsonl",
+               cwd=root, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
     return root
 
 
@@ -46,7 +51,9 @@ def test_the_floor_stands_beside_each_rate(floor_board, page) -> None:
     page.goto(floor_board.url("/"))
     rows = page.locator("table.configs tr.config")
     texts = sorted(rows.all_inner_texts())
-    assert len(texts) == 2
+    assert len(texts) == 3
+    osworld = texts.pop(next(i for i, t in enumerate(texts) if "test_all" in t))
+    assert "0.0%" in osworld and "do-nothing floor 8.1% (30/369)" in osworld and "coverage 0.0%" in osworld
     oracle = next(t for t in texts if "oracle" in t)
     null = next(t for t in texts if "oracle" not in t)
     assert "100.0%" in oracle and "do-nothing floor 38.0% (19/50)" in oracle
