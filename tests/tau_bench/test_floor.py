@@ -48,6 +48,8 @@ def test_eval_shows_the_floor_of_an_airline_run(tau_data: Path, tmp_path: Path) 
     assert "do-nothing floor (all selected)" in table and "0.380   19/50" in table
     md = qit("bench", "export", "--input", "null.jsonl", "--format", "md", cwd=tmp_path).stdout
     assert "| do-nothing floor |" in md and "0.380 (19/50)" in md
+    upstream = qit("bench", "export", "--input", "null.jsonl", "--format", "tau-bench", cwd=tmp_path).stdout
+    assert len(json.loads(upstream)) == 50 and "do_nothing_success" not in upstream  # upstream's schema, untouched
 
 
 def test_eval_of_a_partial_oracle_run_says_what_it_does_not_know(tau_data: Path, tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from qitos.trace.schema import RunSummary
 from qitos.trace.writer import TraceWriter, new_run_id
 
 from ..errors import BenchmarkUsageError
+from ..floor import FLOOR_KEY
 from ..results import BenchmarkRunResult, ResultsFile, iter_rows
 from .adapter import SUCCESS_TOLERANCE, task_id
 from .data import DOMAIN_SPLITS
@@ -103,7 +104,7 @@ def export_results(inputs: list[Path]) -> str:
                 continue
             meta = row.get("metadata") or {}
             reward = meta.get("reward", row.get("score") or 0.0)
-            info = {k: v for k, v in meta.items() if k != "traj"}
+            info = {k: v for k, v in meta.items() if k not in ("traj", FLOOR_KEY)}  # upstream's info has no floor
             if row.get("error"):
                 info["error"] = row["error"]
             out.append({"task_id": int(str(row["task_id"]).rsplit("_", 1)[1]), "reward": float(reward or 0.0),
