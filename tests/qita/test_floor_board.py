@@ -66,3 +66,17 @@ def test_the_floor_stands_beside_each_rate(floor_board, page) -> None:
     assert "do-nothing floor 38.0% (19/50)" in page.inner_text("#conf-scored-success")
     screenshot(page, "floor_config")
     assert page.errors == [] and page.dialogs == []
+
+
+def test_qita_export_carries_the_floor(airline_runs: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run([sys.executable, "-m", "qitos.cli.qita", "export", "--benchmark", "tau-bench", "--logdir",
+                           "runs", "--html", "tau.html"], cwd=airline_runs, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    html = (airline_runs / "tau.html").read_text(encoding="utf-8")
+    assert html.count('do-nothing floor 38.0% <span class="floor-count">(19/50)</span>') == 2  # both configurations
