@@ -97,7 +97,8 @@ def _markdown(rows: list[dict]) -> str:
         lines.append(f"| {k['benchmark']} | {k['split']} | {k['subset'] or '-'} | {first.get('model')} | "
                      f"{first.get('recipe')} | {k['run_spec_ref']} | {m['selected']} | {m['successes']}/{m['selected']} | "
                      f"{_num(m['success_rate'])} | {f'[{ci[0]:.3f}, {ci[1]:.3f}]' if ci else '-'} | "
-                     f"{_floor(m.get('do_nothing_floor'))} | {m['scored']}/{m['selected']} | {_num(m['scored_success_rate'])} | {pk or '-'} | "
+                     f"{_floor(m.get('do_nothing_floor'))} | {m['scored']}/{m['selected']} | "
+                     f"{_num(m['scored_success_rate'])} | {pk or '-'} | "
                      f"{m['total_tokens']} | {m['total_cost']} |")
     return "\n".join(lines) + "\n"
 

@@ -5,6 +5,8 @@ scored (setup_failed, requires_unavailable, an evaluator crash, ...) and a trial
 all count as failures. Beside it: `coverage` (scored / selected) and `scored_success_rate` (the
 rate over scored rows only), with counts and the unscored rows by stop reason, so a harness that
 crashes on half the tasks never looks as good as one that runs them all.
+Beside them, `do_nothing_floor`: what an agent that does nothing reaches on the same selection, where the
+benchmark's rule says (`floor.py`).
 
 pass^k for a task with n requested trials and c successes is C(c,k)/C(n,k); the reported value is
 the mean over every selected task (a task without rows scores 0), as Tau-Bench's reference defines it.

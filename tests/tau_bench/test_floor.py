@@ -35,7 +35,8 @@ def test_eval_shows_the_floor_of_an_airline_run(tau_data: Path, tmp_path: Path) 
     (tmp_path / "never.jsonl").write_text('"the null agent calls no model"\n')
     done = qit("bench", "run", "--benchmark", "tau-bench", "--subset", "airline", "--split", "test",
                "--runner", "tests.tau_bench.runners:say_hi", "--option", "user_strategy=scripted",
-               "--model-name", f"scripted:{tmp_path / 'never.jsonl'}", "--concurrency", "2", "--output", "null.jsonl", "--trace-logdir", "runs",
+               "--model-name", f"scripted:{tmp_path / 'never.jsonl'}", "--concurrency", "2", "--output", "null.jsonl",
+               "--trace-logdir", "runs",
                cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     out = rows(tmp_path / "null.jsonl")
