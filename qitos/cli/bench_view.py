@@ -78,7 +78,7 @@ def print_summary(plan, outcome) -> None:
 
     floor = floor_text(floor_summary(rows, len(plan.jobs), 1))  # over this invocation's jobs, as the line above
     if floor:
-        console.print(f"{NAME} (an agent that does nothing, same tasks): {floor}", markup=False)
+        console.print(f"{NAME} (the same tasks, by the benchmark's rule): {floor}", markup=False)
     reasons: dict[str, int] = {}
     for r in rows:
         reasons[r["stop_reason"]] = reasons.get(r["stop_reason"], 0) + 1

@@ -12,23 +12,25 @@ scorer. Cached per task: the gold replay is cached already, the pristine hash is
 from __future__ import annotations
 
 import threading
+import weakref
 
 from .data import DomainData
 from .reward import compute_reward
 from .state import TauDb
 
-_CACHE: dict[tuple[int, str, int], bool] = {}
+# per loaded domain (a reloaded one, e.g. after `data.clear_cache()`, is computed afresh), then (split, task index)
+_CACHE: "weakref.WeakKeyDictionary[DomainData, dict[tuple[str, int], bool]]" = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 
 
 def do_nothing_success(data: DomainData, split: str, task_index: int) -> bool:
     """Reward 1 for an episode with no action and nothing said: the pristine database, no respond."""
-    key = (id(data), split, task_index)
+    key = (split, task_index)
     with _LOCK:
-        cached = _CACHE.get(key)
+        cached = _CACHE.setdefault(data, {}).get(key)
     if cached is None:
         outcome = compute_reward(data, split, task_index, TauDb(data.pristine), actions=[], said=[])
         cached = outcome.reward == 1.0
         with _LOCK:
-            _CACHE[key] = cached
+            _CACHE[data][key] = cached
     return cached
