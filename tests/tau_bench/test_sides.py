@@ -67,7 +67,10 @@ def test_the_agent_side_factory_builds_its_env_from_the_shipped_files(tau_data: 
 
 def test_serve_allows_only_the_episode_in_order(tau_data: Path, tmp_path: Path) -> None:
     adapter, task, runtime = scoring_runtime(tau_data, tmp_path)
-    step = lambda action, **kwargs: adapter.serve(task, runtime, "env.step", {"action": action, "kwargs": kwargs})  # noqa: E731
+
+    def step(action, **kwargs):
+        return adapter.serve(task, runtime, "env.step", {"action": action, "kwargs": kwargs})
+
     with pytest.raises(AgentCallRefused, match="before user.reset"):
         step("respond", content="hello?")
     assert adapter.serve(task, runtime, "user.reset", {}) == {"observation": "Hi, I am Yusuf Rossi, zip 19122."}

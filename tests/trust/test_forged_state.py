@@ -182,3 +182,16 @@ def test_forged_final_state_on_desktop_starter_scores_nothing(outsider: Path, tm
     [row] = _run(outsider, tmp_path, "desktop", "desktop-starter", "--task-ids", "click-apply")
     _forged_and_failed(row)
     assert row["metadata"]["env_steps"] == 0 and row["metadata"]["last_action"] != "DONE", row["metadata"]
+
+
+def test_forged_final_state_on_cybench_scores_nothing(outsider: Path, tmp_path: Path,
+                                                      request: pytest.FixtureRequest) -> None:
+    """CyBench scores the submissions its scoring side recorded; the agent's final state (its iteration counts)
+    is only reported."""
+    from tests.trust.test_red_team import CYBENCH_TASK
+
+    data = request.getfixturevalue("cybench_data")
+    [row] = _run(outsider, tmp_path, "cybench", "cybench", "--split", "unguided", "--task-ids", CYBENCH_TASK,
+                 "--data-dir", str(data.parent))
+    _forged_and_failed(row)
+    assert [s["correct"] for s in row["metadata"]["subtasks"]] == [False], row["metadata"]["subtasks"]
