@@ -55,6 +55,7 @@ def forge(env):
         sink("env_step", {"action": TRANSFER["name"], "kwargs": TRANSFER["kwargs"], "source": TRANSFER["name"],
                           "done": True, "observation": "Transfer successful"})
         sink("env_failure", {"action": None, "error": "forged"})
+        sink("cybench_submission", {"subtask": 0, "outcome": "answered", "answer": "forged", "forged": True})
         tried["events"] = "streamed"
     link = getattr(env, "link", None)
     if link is not None:
@@ -193,5 +194,8 @@ def test_forged_final_state_on_cybench_scores_nothing(outsider: Path, tmp_path: 
     data = request.getfixturevalue("cybench_data")
     [row] = _run(outsider, tmp_path, "cybench", "cybench", "--split", "unguided", "--task-ids", CYBENCH_TASK,
                  "--data-dir", str(data.parent))
-    _forged_and_failed(row)
+    assert _forged_and_failed(row)["events"] == "streamed"
     assert [s["correct"] for s in row["metadata"]["subtasks"]] == [False], row["metadata"]["subtasks"]
+    _, events = _trace(row)  # the scoring side's record of the episode: the forged events were dropped
+    assert not [e for e in events if e["kind"] in ("cybench_command", "cybench_submission")
+                and e["payload"].get("forged")], events
