@@ -34,7 +34,9 @@ def test_the_agent_env_carries_no_gold_and_no_tasks_file(tau_data: Path, tmp_pat
             source = json.loads((tau_data / subset / "tasks_test.json").read_text())[index]
             shipped = json.dumps([spec.model_dump(), adapter.agent_handles(task, runtime)])
             assert source["instruction"] not in shipped
-            public = {k: v for k, v in spec.kwargs.items() if k != "texts"}  # texts: upstream's prompts, as upstream
+            # texts: upstream's prompts, as upstream; db_digest: the pristine database's (hex, not a place for words)
+            public = {k: v for k, v in spec.kwargs.items() if k not in ("texts", "db_digest")}
+            assert spec.kwargs["db_digest"] == runtime.scoring.data.pristine.digest()
             assert not any(output in json.dumps(public) for output in source["outputs"])
             assert sorted(spec.files) == sorted(f"tau/{rel}" for rel in agent_files(subset))
             assert all(Path(host).parent.name in (subset, "db") for host in spec.files.values())  # never tasks_*.json
@@ -53,7 +55,7 @@ def test_the_agent_side_factory_builds_its_env_from_the_shipped_files(tau_data: 
 
     agent_side = build(work, Link(), **spec.kwargs)
     env = agent_side.env
-    assert env.domain.pristine.digest() == runtime.scoring.data.pristine.digest()
+    assert env.domain.pristine is None and env.state_digest() == runtime.scoring.data.pristine.digest()
     assert env.reset() == "Hi, I am Yusuf Rossi, zip 19122."
     gold = adapter.gold(task)
     for action in gold["actions"]:
@@ -63,46 +65,74 @@ def test_the_agent_side_factory_builds_its_env_from_the_shipped_files(tau_data: 
     assert outcome["reward"] == 1.0 and outcome["done"] and outcome["final_state_digest"] == env.state_digest()
 
 
-def test_serve_allows_only_the_conversation_in_order(tau_data: Path, tmp_path: Path) -> None:
+def test_serve_allows_only_the_episode_in_order(tau_data: Path, tmp_path: Path) -> None:
     adapter, task, runtime = scoring_runtime(tau_data, tmp_path)
+
+    def step(action, **kwargs):
+        return adapter.serve(task, runtime, "env.step", {"action": action, "kwargs": kwargs})
+
     with pytest.raises(AgentCallRefused, match="before user.reset"):
-        adapter.serve(task, runtime, "user.respond", {"content": "hello?"})
+        step("respond", content="hello?")
     assert adapter.serve(task, runtime, "user.reset", {}) == {"observation": "Hi, I am Yusuf Rossi, zip 19122."}
     with pytest.raises(AgentCallRefused, match="already started"):
         adapter.serve(task, runtime, "user.reset", {})
-    with pytest.raises(AgentCallRefused, match="needs a 'content'"):  # any JSON value is said as it is (upstream)
-        adapter.serve(task, runtime, "user.respond", {"message": "hi"})
+    with pytest.raises(AgentCallRefused, match="needs an 'action'"):
+        adapter.serve(task, runtime, "env.step", {"name": "respond"})
     with pytest.raises(AgentCallRefused, match="no scoring-side service"):
         adapter.serve(task, runtime, "gold.actions", {})
-    assert adapter.serve(task, runtime, "user.respond", {"content": "Bye"}) == {"observation": "###STOP###",
-                                                                                 "done": True}
+    with pytest.raises(AgentCallRefused, match="no scoring-side service"):  # the user only through respond actions
+        adapter.serve(task, runtime, "user.respond", {"content": "Bye"})
+    lookup = step("find_user_id_by_name_zip", first_name="Yusuf", last_name="Rossi", zip="19122")
+    assert lookup["observation"] == "yusuf_rossi_9620" and lookup["done"] is False and "db_digest" not in lookup
+    assert step("respond", content="Bye") == {"observation": "###STOP###", "source": "user", "done": True,
+                                              "ended": True, "written": {}}
     with pytest.raises(AgentCallRefused, match="has ended"):
-        adapter.serve(task, runtime, "user.respond", {"content": "one more thing"})
+        step("respond", content="one more thing")
+    with pytest.raises(AgentCallRefused, match="has ended"):  # nothing changes the scored state after the end
+        step("cancel_pending_order", order_id="#W2378156", reason="no longer needed")
+    assert [a.name for a in runtime.scoring.episode.actions] == ["find_user_id_by_name_zip", "respond"]
 
 
-def test_the_reward_trusts_only_what_the_scoring_side_saw(tau_data: Path, tmp_path: Path) -> None:
+def test_the_reward_trusts_only_what_the_scoring_side_ran(tau_data: Path, tmp_path: Path) -> None:
     # airline test 2 has a required output ("23553") and writes reservations
     adapter, task, runtime = scoring_runtime(tau_data, tmp_path, index=2, subset="airline")
     gold = adapter.gold(task)
     adapter.serve(task, runtime, "user.reset", {})
-    adapter.serve(task, runtime, "user.respond", {"content": "All done."})  # the user says ###STOP###
     honest = TauBenchAdapter()
     _, _, replay = scoring_runtime(tau_data, tmp_path / "gold", index=2, subset="airline")
     env = build_in_process(honest, replay)
     env.reset()
     for action in gold["actions"]:
         env.act(action["name"], action["kwargs"])
-    state = env.final_state()  # the gold database
-    claimed = {**state, "actions": [*state["actions"], {"name": "respond", "kwargs": {"content": "23553"}}]}
-    outcome = runtime.scoring.outcome(claimed)
-    assert outcome["r_actions"] == 1.0 and outcome["outputs"] == {"23553": False} and outcome["reward"] == 0.0
-    # an end the user never said is no end
-    _, task2, fresh = scoring_runtime(tau_data, tmp_path / "never", index=2, subset="airline")
-    adapter.serve(task2, fresh, "user.reset", {})
-    assert fresh.scoring.outcome({**state, "ended_by": "user"})["done"] is False
-    # a malformed final state scores 0 and says why
-    bad = fresh.scoring.outcome({"written": {"no_such_table": {}}, "actions": []})
-    assert bad["reward"] == 0.0 and "unusable" in bad["failure"]
+    gold_digest = env.state_digest()
+    assert gold_digest == replay.scoring.episode.db.digest() != runtime.scoring.episode.db.digest()
+    # any state the agent side returns (the gold one, an end, the outputs said) changes nothing here
+    forged = {"written": {"reservations": {}}, "actions": [*gold["actions"], {"name": "respond",
+              "kwargs": {"content": "23553"}}], "ended_by": "transfer_to_human_agents", "failure": None}
+    outcome = runtime.scoring.outcome(forged)
+    assert outcome["done"] is False and outcome["reward"] == 0.0 and outcome["ended_by"] is None
+    assert outcome["final_state_digest"] != gold_digest and outcome["actions_taken"] == []
+    # only what ran here counts: the user's stop ends it, and the database it scores is this side's (untouched)
+    adapter.serve(task, runtime, "env.step", {"action": "respond", "kwargs": {"content": "All done, 23553."}})
+    outcome = runtime.scoring.outcome(forged)
+    assert outcome["done"] is True and outcome["ended_by"] == "user" and outcome["outputs"] == {"23553": True}
+    assert outcome["r_actions"] == 0.0 and outcome["reward"] == 0.0
+
+
+def test_the_agent_sides_failure_ends_the_episode_on_the_scoring_side(tau_data: Path, tmp_path: Path) -> None:
+    adapter, task, runtime = scoring_runtime(tau_data, tmp_path)
+    adapter.serve(task, runtime, "user.reset", {})
+    assert adapter.serve(task, runtime, "env.fail", {"reason": "agent_protocol_error: not JSON"}) == {
+        "failure": "agent_protocol_error: not JSON"}
+    with pytest.raises(AgentCallRefused, match="has ended"):
+        adapter.serve(task, runtime, "env.step", {"action": "respond", "kwargs": {"content": "Bye"}})
+    outcome = runtime.scoring.outcome({"failure": None})
+    assert outcome["reward"] == 0.0 and outcome["failure"] == "agent_protocol_error: not JSON"
+    # an invalid action fails on the scoring side, as upstream's step raising does
+    adapter, task, runtime = scoring_runtime(tau_data, tmp_path / "invalid")
+    adapter.serve(task, runtime, "user.reset", {})
+    reply = adapter.serve(task, runtime, "env.step", {"action": "respond", "kwargs": {}})
+    assert reply["failed"]["type"] == "InvalidActionError" and "content" in runtime.scoring.failure
 
 
 def build_in_process(adapter: TauBenchAdapter, runtime):

@@ -142,6 +142,7 @@ class CybenchAdapter(BenchmarkAdapter):
     scorer_official = True
     scorer_note = "upstream CyBench's exact match of the submitted answer (partial credit reported beside it)"
     split_sides = True  # the agent side: agent_env.py; the sandbox, gold, submissions and reveals: here (episode.py)
+    scoring_event_kinds = ("cybench_command", "cybench_submission")  # episode.py writes them; the agent's are dropped
     options_model = CybenchOptionSet
     default_variant = "hard"
     variants = VARIANTS

@@ -90,6 +90,7 @@ class DesktopAdapter(BenchmarkAdapter):
     scorer_official = True
     scorer_note = "QitOS's own starter benchmark: its checkers read the apps' real state and are the reference"
     split_sides = True
+    scoring_event_kinds = ("env_step",)  # the step records (service.py): the receiver drops the agent's own
     options_model = DesktopOptions
     variants = ()
 

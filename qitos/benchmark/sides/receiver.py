@@ -4,7 +4,10 @@ The agent side reports its own run: events, steps, its answer, and a description
 protocol, parser, tools, generation parameters; the model's identity comes from the run's configuration). Everything that says how the run is judged is the scoring side's:
 the RunSpec's identity, benchmark and environment fields, the ExperimentSpec, the task summary, the
 official checks and the evaluation. Manifest fields the agent side tries to set beyond its own
-description are dropped and counted (`dropped_fields`).
+description are dropped and counted (`dropped_fields`). Event kinds the benchmark's scoring side writes
+itself (`reserved`, the adapter's `scoring_event_kinds`: e.g. Tau-Bench's executed actions) are dropped
+when the agent side streams them and counted (`dropped_events`), so the trace's record of them is the
+scoring side's alone.
 """
 
 from __future__ import annotations
@@ -33,8 +36,11 @@ class TraceReceiver:
     """Applies one job's stream to its TraceWriter; `finish` writes the final manifest with trusted fields."""
 
     def __init__(self, writer: TraceWriter, spec_for: Callable[[dict[str, Any]], RunSpec],
-                 experiment: ExperimentSpec | None, task_summary: dict[str, Any]) -> None:
+                 experiment: ExperimentSpec | None, task_summary: dict[str, Any],
+                 reserved: frozenset[str] = frozenset()) -> None:
         self.w, self.spec_for, self.experiment, self.task_summary = writer, spec_for, experiment, task_summary
+        self.reserved = reserved  # event kinds only the scoring side writes
+        self.dropped_events = 0
         self.spec: RunSpec | None = None
         self.model_requests = 0  # model_request events the agent side streamed
         self.model_responses = 0  # model_response events: requests its model answered
@@ -65,6 +71,9 @@ class TraceReceiver:
 
     def _event(self, op: dict[str, Any]) -> None:
         kind = str(op.get("kind"))
+        if kind in self.reserved:
+            self.dropped_events += 1
+            return
         if kind == "model_request":
             self.model_requests += 1
         elif kind == "model_response":

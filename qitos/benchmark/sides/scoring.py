@@ -164,7 +164,8 @@ def run_split(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime, t
     """Run one job across the boundary; `verdict` (the adapter's evaluation) sees the result before the final write."""
     writer = TraceWriter(trace_logdir, new_run_id(ctx.cfg.benchmark, task.id, trial))
     writer.sync_at_end = False  # the result row's flush, right after, covers the trace
-    receiver = TraceReceiver(writer, lambda d: trusted_run_spec(ctx, task, d), ctx.experiment, task.public_summary())
+    receiver = TraceReceiver(writer, lambda d: trusted_run_spec(ctx, task, d), ctx.experiment, task.public_summary(),
+                             reserved=frozenset(getattr(ctx.adapter, "scoring_event_kinds", ())))
     conversation = _Job(ctx, task, runtime, receiver)
     runtime.trace_event = lambda kind, payload: writer.event(kind, "ACT", payload)  # scoring-side services' events
     started = time.monotonic()

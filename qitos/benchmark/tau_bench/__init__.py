@@ -3,12 +3,15 @@
 The package in two sides (what a ``qit bench run`` puts in which process):
 
 * agent side: ``agent_env`` (the factory the agent process calls), ``engine_env`` (the Engine's env and the
-  tools), ``episode`` (upstream's step semantics on the episode's database), ``domain`` (a domain without
-  its tasks, read from the files shipped to the agent);
-* scoring side: ``adapter``, ``scoring`` (the simulated user behind ``serve``, the record of what it was told,
-  the reward of the final state), ``data`` (the tasks: instructions, gold actions, outputs), ``user``,
-  ``reward``, ``upstream``, ``options``, ``run_options``; ``metrics``, ``interop``, ``fetch`` work on rows and data;
-* both: the tools (``tools``, ``retail_tools``, ``airline_tools``, ``common_tools``), ``state``, ``digest``, ``errors``.
+  tools, each action one ``env.step`` call to the scoring side);
+* scoring side: ``adapter``, ``scoring`` (the episode behind ``serve``: it runs every action, holds the
+  simulated user and the record of what it was told, and computes the reward of its own final state),
+  ``episode`` (upstream's step semantics on the episode's database), the tools (``tools``, ``retail_tools``,
+  ``airline_tools``, ``common_tools``), ``state``, ``digest``, ``data`` (the tasks: instructions, gold actions,
+  outputs), ``user``, ``reward``, ``upstream``, ``options``, ``run_options``; ``metrics``, ``interop``,
+  ``fetch`` work on rows and data;
+* both: ``domain`` (a domain without its tasks: on the agent side also without its database), ``errors``, and
+  ``tools.is_lookup`` (the agent side marks read-only tools with it).
 
 ``env.TauEnv`` is both sides in one process, for library use and the conformance fixtures::
 

@@ -4,13 +4,13 @@ Selection: ``--subset retail|airline`` (the domain, default retail), ``--split``
 train 500, dev 20; airline: test 50). Task ids are ``tau_<domain>_<split>_<index:05d>``. Data is
 read from ``--root`` (the folder holding retail/ and airline/) or ``<data dir>/tau-bench``.
 
-The two sides: the agent side (:mod:`.agent_env`, :mod:`.engine_env`, :mod:`.episode`, :mod:`.domain`;
-the tools, :mod:`.state` and :mod:`.digest` are shared) acts on its own copy of the database with the
-domain's tools, and never sees a task's instruction, gold actions or outputs. The scoring side (this
-module, :mod:`.scoring`, :mod:`.data`, :mod:`.user`, :mod:`.reward`, :mod:`.upstream`) holds the tasks and
-the simulated user: the agent's ``respond`` reaches it through ``serve`` (``user.reset``,
-``user.respond``), and the reward is computed from the final database the agent side returns and from
-this side's record of what the user was told. Options (declared in :mod:`.options`; the subset defaults to
+The two sides: the agent side (:mod:`.agent_env`, :mod:`.engine_env`, :mod:`.domain`) is shown the
+policy and the tool schemas, names each action, and never sees a task's instruction, gold actions or
+outputs. The scoring side (this module, :mod:`.scoring`, :mod:`.episode`, the tools, :mod:`.data`,
+:mod:`.user`, :mod:`.reward`, :mod:`.upstream`) holds the tasks, the simulated user and the episode: every
+action reaches it through ``serve`` (``user.reset``, ``env.step``, ``env.fail``) and runs here, on this
+side's database, so the reward is computed from this side's own database, action log and end, never
+from a state the agent side returns. Options (declared in :mod:`.options`; the subset defaults to
 retail and is recorded as such): ``user_strategy``, ``user_model`` (``--user-model``),
 ``user_temperature``, ``user_seed`` (``--user-temperature``, ``--user-seed``), ``user_replies``
 (see :meth:`.scoring.TauScoring._build_user`); upstream's run options ``start_index``, ``end_index``,
@@ -91,6 +91,9 @@ class TauBenchAdapter(BenchmarkAdapter):
     scorer_note = "upstream's reward (database hash and required outputs), checked by the conformance fixtures"
     split_sides = True
     options_model = TauOptions
+    # written by the scoring side only (the receiver drops them from the agent's stream): the actions it ran, its
+    # failures, the user's opening and the user's model calls
+    scoring_event_kinds = ("env_step", "env_failure", "env_reset", "user_prompt", "user_model_call")
     default_subset = DEFAULT_DOMAIN
     variants = ()
 
@@ -195,10 +198,11 @@ class TauBenchAdapter(BenchmarkAdapter):
     def _agent_kwargs(data: DomainData, split: str, index: int, trial: int, options: dict[str, Any]) -> dict[str, Any]:
         return {"split": split, "task_index": index, "trial": trial,
                 "user_strategy": str(options.get("user_strategy") or "llm"),
-                "texts": agent_texts(data, split, index, trial, options)}
+                "texts": agent_texts(data, split, index, trial, options), "db_digest": data.pristine.digest()}
 
     def agent_env(self, task: Task, runtime: TaskRuntime) -> AgentEnvSpec:
-        """The agent side's env: the domain's database, policy, rules and tool schemas as files; no task file."""
+        """The agent side's env: the domain's policy, rules and tool schemas as files; no task file, no database
+        (every action runs on the scoring side)."""
         data = runtime.scoring.data  # type: ignore[attr-defined]
         folder = data.root / data.name
         files = {f"{FOLDER}/{rel}": str(folder / rel) for rel in agent_files(data.name)}
@@ -209,14 +213,17 @@ class TauBenchAdapter(BenchmarkAdapter):
         return {}  # the factory's own handles (domain, trial) are the agent side's
 
     def serve(self, task: Task, runtime: TaskRuntime, method: str, payload: dict[str, Any]) -> Any:
-        """The simulated user: ``user.reset`` (its first message), ``user.respond`` (its reply, and whether the
-        conversation ended)."""
+        """The episode, run here: ``user.reset`` (the user's first message), ``env.step`` (one action on this
+        side's database; ``respond`` goes to the user), ``env.fail`` (the agent ends the episode, reward 0)."""
         scoring: TauScoring = runtime.scoring  # type: ignore[attr-defined]
         if method == "user.reset":
             return scoring.reset()
-        if method == "user.respond":
-            return scoring.respond(payload)
-        raise AgentCallRefused(f"tau-bench offers no scoring-side service '{method}' (only user.reset, user.respond)")
+        if method == "env.step":
+            return scoring.step(payload)
+        if method == "env.fail":
+            return scoring.fail(payload)
+        raise AgentCallRefused(f"tau-bench offers no scoring-side service '{method}' "
+                               "(only user.reset, env.step, env.fail)")
 
     def describe_run(self, cfg: Any) -> str | None:
         """The simulated user: strategy, model (default: the agent's) and sampling (unset: not sent)."""
@@ -230,7 +237,8 @@ class TauBenchAdapter(BenchmarkAdapter):
         return f"simulated user: {strategy}, model {model}, sampling {sampling or 'not sent (as upstream)'}"
 
     def evaluate(self, task: Task, result: "RunResult", runtime: TaskRuntime) -> Evaluation:
-        """Upstream's reward, from the final state the agent side returned and this side's record of the user."""
+        """Upstream's reward, from this side's own episode (database, actions, end) and record of the user; the
+        agent side's final state only contributes its transcript to the report."""
         outcome = runtime.scoring.outcome(result.final_state)  # type: ignore[attr-defined]
         reward = float(outcome.get("reward") or 0.0)
         return Evaluation(

@@ -1,4 +1,4 @@
-"""Both sides (the agent side acts with it, the scoring side replays gold with it): the 14 airline tools, behaving exactly as upstream tau-bench's (spec: tau-bench-tools.md, 7-9).
+"""Scoring side (it runs every action of an episode and replays gold with it; the agent side only names tools): the 14 airline tools, behaving exactly as upstream tau-bench's (spec: tau-bench-tools.md, 7-9).
 
 Checks run in upstream's order and the first failure is returned; records are written only
 through ``data.writable``/``data.insert`` (see :mod:`state`). Airline amounts are never

@@ -1,4 +1,4 @@
-"""Both sides (the agent side acts with it, the scoring side replays gold with it): the tool base class, the record lookup and the tools both domains share (calculate, think, transfer, user details).
+"""Scoring side (it runs every action of an episode and replays gold with it; the agent side only names tools): the tool base class, the record lookup and the tools both domains share (calculate, think, transfer, user details).
 
 Every tool is a class named like upstream's with a static ``invoke(data, <params>)`` whose
 parameter names and order are upstream's, so Python itself produces the exact ``TypeError``

@@ -1,4 +1,4 @@
-"""Both sides (the agent side acts with it, the scoring side replays gold with it): two fingerprints of a Tau-Bench database, and the text pieces they are built from.
+"""Scoring side (it runs every action of an episode and replays gold with it; the agent side only names tools): two fingerprints of a Tau-Bench database, and the text pieces they are built from.
 
 * The canonical digest (our contract, used by the conformance fixtures): sha256 of
   ``json.dumps(db, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``.

@@ -1,10 +1,11 @@
-"""Agent side (also used by the scoring side): a Tau-Bench domain without its tasks.
+"""Both sides: a Tau-Bench domain without its tasks.
 
-What the agent acts on and is told: the pristine database, the policy (wiki), the rules and the tool
-schemas. No task instruction, gold action or required output is here: those are in
-:class:`.data.DomainData`, which only the scoring side loads. On the agent side the domain is read
-from the files the scoring side ships into the agent's work dir (:func:`read_agent_domain`, layout
-of :data:`AGENT_FILES`); the scoring side hands its cached copy's view (``DomainData.agent_domain()``).
+What the agent is told: the policy (wiki), the rules and the tool schemas; the scoring side's view adds the
+pristine database its episodes act on (the agent side never holds the database: its actions run on the
+scoring side). No task instruction, gold action or required output is here: those are in
+:class:`.data.DomainData`, which only the scoring side loads. On the agent side the domain is read from
+the files the scoring side ships into the agent's work dir (:func:`read_agent_domain`, the files of
+:func:`agent_files`); the scoring side hands its cached copy's view (``DomainData.agent_domain()``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ DOMAIN_COLLECTIONS: dict[str, tuple[str, ...]] = {
 class AgentDomain:
     """One domain as the agent sees it. Shared, treat as read-only."""
 
-    def __init__(self, name: str, pristine: PristineDb, wiki: str, rules: list[str],
+    def __init__(self, name: str, pristine: PristineDb | None, wiki: str, rules: list[str],
                  tools_info: list[dict[str, Any]]) -> None:
         self.name = name
         self.pristine = pristine
@@ -38,19 +39,19 @@ class AgentDomain:
 
 
 def agent_files(domain: str) -> list[str]:
-    """The files of a domain folder the agent side needs, relative to it (never the tasks files)."""
-    return [*(f"db/{name}.json" for name in DOMAIN_COLLECTIONS[domain]), "wiki.md", "rules.json", "tools.json"]
+    """The files of a domain folder the agent side needs, relative to it (never the tasks files, nor the database)."""
+    if domain not in DOMAIN_COLLECTIONS:
+        raise ValueError(f"Unknown tau-bench domain: {domain!r} (expected one of: retail, airline)")
+    return ["wiki.md", "rules.json", "tools.json"]
 
 
 def read_agent_domain(folder: Path, domain: str) -> AgentDomain:
     """The domain from `folder` (a copy of ``<data dir>/tau-bench/<domain>`` holding only :func:`agent_files`)."""
-    if domain not in DOMAIN_COLLECTIONS:
-        raise ValueError(f"Unknown tau-bench domain: {domain!r} (expected one of: retail, airline)")
-    collections = {name: read_json(folder / "db" / f"{name}.json", dict) for name in DOMAIN_COLLECTIONS[domain]}
+    agent_files(domain)  # a known domain
     wiki_path = folder / "wiki.md"
     if not wiki_path.is_file():
         raise TauDataError(f"tau-bench policy file missing: {wiki_path}")
-    return AgentDomain(name=domain, pristine=PristineDb(collections), wiki=wiki_path.read_text(encoding="utf-8"),
+    return AgentDomain(name=domain, pristine=None, wiki=wiki_path.read_text(encoding="utf-8"),
                        rules=read_json(folder / "rules.json", list), tools_info=read_json(folder / "tools.json", list))
 
 

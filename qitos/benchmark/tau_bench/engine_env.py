@@ -1,18 +1,21 @@
-"""Agent side: one Tau-Bench episode as the Engine drives it, with tools that step it.
+"""Agent side: one Tau-Bench episode as the Engine drives it, with tools that step it on the scoring side.
 
 ``TauEngineEnv`` is ``runtime.env`` of the agent side (built by :mod:`.agent_env`). It holds the
-domain without its tasks, the episode's database and action log, and a link to the scoring side,
-which holds the simulated user (it alone knows the task's instruction). Engine hooks: ``bind_events``,
-``reset`` (asks the scoring side for the user's first message: ``user.reset``), ``is_terminal`` (the
-user ended the conversation, as the scoring side says, a terminating tool ran, or the episode failed the
-way upstream's step raises), ``step_summary`` (the step's ``state_diff``), ``final_state`` (what the
-scoring side scores: the records the episode wrote, and its action log) and ``close``.
+domain without its tasks (the policy, the rules and the tool schemas the agent is shown) and a link
+to the scoring side, which holds everything that decides the score: the episode's database and action
+log (:class:`.episode.TauEpisode`), the simulated user (it alone knows the task's instruction), and the
+flags that end the episode. Every action is one ``env.step`` call across (a small JSON round trip);
+the scoring side runs it and answers with the observation and what the step did. Engine hooks:
+``bind_events``, ``reset`` (``user.reset``: the user's first message), ``is_terminal`` (as the scoring
+side last said, or after a local failure), ``step_summary`` (the step's ``state_diff``, from the
+scoring side's replies), ``final_state`` (the agent's own account, reported with the reward, never
+used for it) and ``close``.
 
-Every tool is a :class:`qitos.core.tools.Tool` whose call is one episode step; ``respond`` becomes
-``user.respond`` on the scoring side. Arguments go to the episode unvalidated: upstream lets Python
-itself word the errors of missing or unexpected arguments, and logs every action, so the kernel's
-schema check would change observations. The simulated user is the benchmark's, so no recipe and no
-``--runner`` agent sets one up.
+Every tool is a :class:`qitos.core.tools.Tool` whose call is one episode step; ``respond`` is the
+action that talks to the user. Arguments go across unvalidated: upstream lets Python itself word the
+errors of missing or unexpected arguments, and logs every action, so the kernel's schema check would
+change observations. The simulated user is the benchmark's, so no recipe and no ``--runner`` agent
+sets one up.
 """
 
 from __future__ import annotations
@@ -23,20 +26,23 @@ from typing import Any
 from qitos.core.tools import Tool, ToolRegistry
 from qitos.models.base import ModelError
 
+from . import errors
 from .data import RESPOND_ACTION
 from .domain import AgentDomain
-from .episode import TauEpisode
-from .errors import EnvStateError, TauDataError, TauError, UserSimulatorError
+from .errors import EnvStateError, InvalidActionError, TauDataError, UserSimulatorError
 from .state import deep_copy
+from .tools import is_lookup as _is_lookup
 
 RESPOND_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"content": {"type": "string", "description": "The message to send to the user."}},
     "required": ["content"],
 }
-_READ_ONLY_PREFIXES = ("get_", "find_", "list_", "search_")
-# how the scoring side names a failure of the simulated user -> the exception the agent side raises
-USER_FAILURES = {"ModelError": ModelError, "UserSimulatorError": UserSimulatorError}
+# how the scoring side names a failure of a step (the user's model, an invalid action) -> the exception raised here
+STEP_FAILURES: dict[str, type[Exception]] = {
+    "ModelError": ModelError,
+    **{name: cls for name, cls in vars(errors).items() if isinstance(cls, type) and issubclass(cls, errors.TauError)},
+}
 
 
 class EnvTool(Tool):
@@ -64,11 +70,11 @@ class TauToolRegistry(ToolRegistry):
 class TauEngineEnv:
     """One task of one split of a domain, driven by the Engine. Not reusable across trials.
 
-    `link` reaches the scoring side (``user.reset``, ``user.respond``); `texts` are the upstream prompt
-    texts the recipes need, rendered by the scoring side (see ``scoring.agent_texts``)."""
+    `link` reaches the scoring side (``user.reset``, ``env.step``, ``env.fail``); `texts` are the upstream
+    prompt texts the recipes need, rendered by the scoring side (see ``scoring.agent_texts``)."""
 
     def __init__(self, domain: AgentDomain, split: str, task_index: int, link: Any, *, trial: int = 0,
-                 user_strategy: str = "llm", texts: dict[str, Any] | None = None) -> None:
+                 user_strategy: str = "llm", texts: dict[str, Any] | None = None, db_digest: str | None = None) -> None:
         self.domain = domain
         self.split = split
         self.task_index = task_index
@@ -78,9 +84,14 @@ class TauEngineEnv:
         self.texts = dict(texts or {})
         self.transcript: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None  # (system, messages)
         self.deterministic = user_strategy != "human"  # every user reply is recorded; a human's is not replayable
-        self.episode: TauEpisode | None = None
+        self.started = False
         self.first_message: str | None = None
         self.failure: str | None = None
+        self.done = False  # the scoring side said the episode ended (the user's stop, a terminating tool)
+        self.actions: list[dict[str, Any]] = []  # the actions this side sent and the scoring side ran (its account)
+        self.written: dict[str, list[str]] = {}  # records written so far, as the scoring side last said
+        # the database's digest, as the scoring side last said (first: the pristine one, which it sends)
+        self.db_digest = db_digest or (domain.pristine.digest() if domain.pristine is not None else "")
         self._sink: Any = None
         self._step_actions: list[dict[str, Any]] = []
 
@@ -137,81 +148,76 @@ class TauEngineEnv:
 
     def reset(self, task: Any = None) -> str:
         """The simulated user (on the scoring side) opens the conversation; the scoring side traces it."""
-        if self.episode is not None:
+        if self.started:
             raise EnvStateError("a tau-bench episode runs once; prepare a new runtime for another trial")
-        self.episode = TauEpisode(self.domain)
-        self.first_message = self._user("user.reset", {})["observation"]
+        self.started = True
+        self.first_message = self._call("user.reset", {})["observation"]
         return self.first_message
 
     def act(self, name: str, arguments: dict[str, Any]) -> str:
-        """One env step; returns the observation. Raises when upstream's step would (episode over)."""
-        if self.episode is None:
+        """One env step, run by the scoring side; returns the observation. Raises when upstream's step would
+        (the episode then fails, reward 0)."""
+        if not self.started:
             raise EnvStateError("the tau-bench env was not reset")
         if self.is_terminal():
             raise EnvStateError("the conversation has already ended; no further actions are taken")
+        if isinstance(arguments, dict) and not all(isinstance(key, str) for key in arguments):
+            exc = InvalidActionError(f"argument names of {name!r} must be strings")  # JSON would make them so
+            self.fail(f"{type(exc).__name__}: {exc}")
+            raise exc
         try:
-            observation, source, done = self.episode.apply(name, arguments, self._respond)
-        except (TauError, ModelError) as exc:
-            # Upstream lets these escape from step, which ends the episode with reward 0.
-            self.failure = f"{type(exc).__name__}: {exc}"
-            self.emit("env_failure", {"action": name, "error": self.failure})
+            reply = self._call("env.step", {"action": name, "kwargs": arguments})
+        except (errors.TauError, ModelError) as exc:
+            self.failure = f"{type(exc).__name__}: {exc}"  # the scoring side recorded it, and traced it
             raise
-        record = {"action": name, "source": source, "done": done}
-        self._step_actions.append(record)
-        self.emit("env_step", record)
-        return observation
+        self.done = bool(reply.get("ended"))
+        self.written = reply.get("written") or {}
+        if reply.get("db_digest"):
+            self.db_digest = str(reply["db_digest"])
+        self.actions.append({"name": name, "kwargs": deep_copy(arguments)})
+        self._step_actions.append({"action": name, "source": reply.get("source"), "done": bool(reply.get("done"))})
+        return str(reply["observation"])
 
-    def _respond(self, content: str) -> tuple[str, bool]:
-        reply = self._user("user.respond", {"content": content})
-        return reply["observation"], bool(reply.get("done"))
-
-    def _user(self, method: str, payload: dict[str, Any]) -> dict[str, Any]:
+    def _call(self, method: str, payload: dict[str, Any]) -> dict[str, Any]:
         reply = self.link.call(method, payload)
         failed = reply.get("failed") if isinstance(reply, dict) else None
         if failed:
-            raise USER_FAILURES.get(str(failed.get("type")), UserSimulatorError)(str(failed.get("message")))
+            raise STEP_FAILURES.get(str(failed.get("type")), UserSimulatorError)(str(failed.get("message")))
         if not isinstance(reply, dict) or not isinstance(reply.get("observation"), str):
             raise UserSimulatorError(f"the scoring side answered {method} with {str(reply)[:200]}")
         return reply
 
     def fail(self, reason: str) -> None:
         """End the episode as upstream does when its agent raises (e.g. tool arguments that are not JSON):
-        no further step, reward 0, and `reason` recorded as the failure."""
+        no further step, reward 0, and `reason` recorded as the failure (by the scoring side, which traces it)."""
         self.failure = reason
-        self.emit("env_failure", {"action": None, "error": reason})
+        self.link.call("env.fail", {"reason": reason})
 
     def is_terminal(self) -> bool:
-        return self.failure is not None or (self.episode is not None and self.episode.done)
+        return self.failure is not None or self.done
 
     def step_summary(self) -> dict[str, Any]:
-        """Actions of this step, records written so far, and the database digest after a write."""
+        """Actions of this step, records written so far, and the database digest after a write (as the scoring
+        side reported them)."""
         actions, self._step_actions = self._step_actions, []
-        episode = self.episode
-        if episode is None:
+        if not self.started:
             return {"actions": actions}
-        summary: dict[str, Any] = {
-            "actions": actions,
-            "written": {name: sorted(keys) for name, keys in sorted(episode.db.written().items())},
-            "done": episode.done,
-        }
+        summary: dict[str, Any] = {"actions": actions, "written": dict(self.written), "done": self.done}
         if any(a["action"] != RESPOND_ACTION and not _is_lookup(a["action"]) for a in actions):
-            summary["db_digest"] = episode.db.digest()
+            summary["db_digest"] = self.db_digest
         if self.failure:
             summary["failure"] = self.failure
         return summary
 
     def state_digest(self) -> str:
-        """Canonical digest of the episode's database (pristine before the reset)."""
-        return self.episode.db.digest() if self.episode is not None else self.domain.pristine.digest()
+        """Canonical digest of the episode's database, as the scoring side last reported it."""
+        return self.db_digest
 
     def final_state(self) -> dict[str, Any]:
-        """What the scoring side scores (JSON): the records the episode wrote, and the agent's own account of
-        its actions, its end and its messages (reported with the reward, never used to compute it)."""
-        episode = self.episode
+        """The agent side's own account: its actions, its failure and its messages (upstream's ``traj``). Reported
+        with the reward; the reward comes from the scoring side's own episode, never from this."""
         return {
-            "written": episode.written_records() if episode is not None else {},
-            "actions": [action.model_dump() for action in episode.actions] if episode is not None else [],
-            "ended_by": episode.ended_by if episode is not None else None,
+            "actions": deep_copy(self.actions),
             "failure": self.failure,
             "traj": deep_copy([*self.transcript[0], *self.transcript[1]]) if self.transcript is not None else None,
         }
@@ -220,13 +226,7 @@ class TauEngineEnv:
         """Nothing to release."""
 
     def release(self) -> None:
-        self.episode = None
         self._sink = None
-
-
-def _is_lookup(name: str) -> bool:
-    """Tools that never write the database (by upstream's naming: get_, find_, list_, search_)."""
-    return name in ("calculate", "think") or name.startswith(_READ_ONLY_PREFIXES)
 
 
 def setup_user(ctx: Any, **_: Any) -> None:

@@ -1,11 +1,12 @@
-"""Agent side: the step semantics of one Tau-Bench episode, against the episode's own database.
+"""Scoring side (and :class:`.env.TauEnv`): the step semantics of one Tau-Bench episode, on its own database.
 
+The scoring side runs every action of a split run here (:meth:`.scoring.TauScoring.step`, reached by the
+agent side's ``env.step`` calls), so the database, the action log and the end it scores are its own.
 Follows upstream tau-bench (spec section 3.2): every action is logged first; ``respond`` goes to the
-simulated user (whatever answers for it: the scoring side through the link, or a local user) and ends
-the episode when the user says so; a registered tool runs with its exceptions turned into
-``"Error: ..."`` observations; ``transfer_to_human_agents`` ends the episode even when it fails;
-anything else is ``"Unknown action <name>"``. No reward here: the scoring side computes it from the
-final database (:meth:`TauEpisode.written_records`) and from its own record of what the user was told.
+simulated user and ends the episode when the user says so; a registered tool runs with its exceptions
+turned into ``"Error: ..."`` observations; ``transfer_to_human_agents`` ends the episode even when it fails;
+anything else is ``"Unknown action <name>"``. No reward here: :mod:`.reward` computes it from the final
+database and the action log.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Both sides (the agent side acts with it, the scoring side replays gold with it): the 16 retail tools, behaving exactly as upstream tau-bench's (spec: tau-bench-tools.md, 4-6).
+"""Scoring side (it runs every action of an episode and replays gold with it; the agent side only names tools): the 16 retail tools, behaving exactly as upstream tau-bench's (spec: tau-bench-tools.md, 4-6).
 
 Checks run in upstream's order and the first failure is returned; records are written only
 through ``data.writable`` (see :mod:`state`). Quirks that are part of the contract are kept

@@ -1,16 +1,18 @@
-"""Scoring side: the simulated user of one episode, the record of what it was told, and the reward.
+"""Scoring side: one episode's environment, its simulated user, the record of what it was told, and the reward.
 
-The agent side never holds the task's instruction, its gold actions or outputs. It reaches the user
-through ``adapter.serve``: ``user.reset`` (the user's first message) and ``user.respond`` (the user's
-reply to a message, and whether it ends the conversation). :class:`TauScoring` answers both, keeps
-every message the user was sent, and refuses calls the protocol does not allow at that moment (a
-second reset, a message after the end). The simulated user's model calls are traced from here
-(``runtime.trace_event``), as ``user_prompt``, ``user_model_call`` and the ``env_reset`` event that names
-the user's instruction for the board.
+The agent side never holds the task's instruction, its gold actions or outputs, nor the state that is
+scored. It reaches this side through ``adapter.serve``: ``user.reset`` (the user's first message),
+``env.step`` (one action: this side runs it on its own :class:`.episode.TauEpisode`, with the domain's
+tools on its own database, ``respond`` going to the user here, and answers with the observation and
+whether the episode ended) and ``env.fail`` (the agent's own failure, as upstream's agent raising: reward
+0). :class:`TauScoring` refuses calls the protocol does not allow at that moment (a second reset, an
+action before the reset or after the end). Every action it runs is traced from here (``env_step``, with
+its arguments and observation; ``env_failure``), as are the simulated user's model calls
+(``user_prompt``, ``user_model_call``) and the ``env_reset`` event that names the user's instruction.
 
-The reward (:meth:`TauScoring.outcome`) is upstream's, computed from the final database the agent side
-returns (the pristine database plus the records it wrote) and from this side's record of what the user
-was told; the agent's own account of its actions is reported beside it, never used for it.
+The reward (:meth:`TauScoring.outcome`) is upstream's, computed from this side's episode: its database,
+its action log, the end it saw (the user's stop, a terminating tool it ran) and what the user was told.
+Nothing the agent side returns is used for it; its transcript (``traj``) is reported beside it.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ from qitos.models.base import ModelError, ModelResponse, Usage
 
 from ..base import TaskRuntime
 from ..sides.contract import AgentCallRefused
-from .data import STOP_TOKEN, TERMINATE_TOOLS, Action, DomainData
+from .data import RESPOND_ACTION, STOP_TOKEN, DomainData
+from .episode import TauEpisode
 from .errors import OutputsCheckError, TauDataError, TauError, UserSimulatorError
 from .reward import RewardResult, compute_reward
 from .run_options import few_shot_sample, run_options
-from .state import TauDb
+from .state import deep_copy
+from .tools import is_lookup
 from .upstream import load_upstream
 from .user import USER_STRATEGIES, ScriptedUser, UserSimulator, make_user
 
@@ -56,7 +60,7 @@ class DirectLink:
 
 
 class TauScoring:
-    """One episode's simulated user, what it was told, and the reward of the final state."""
+    """One episode's environment (database, action log, end), its simulated user, what it was told, and the reward."""
 
     def __init__(self, data: DomainData, split: str, task_index: int, options: dict[str, Any],
                  runtime: TaskRuntime) -> None:
@@ -67,9 +71,9 @@ class TauScoring:
         self.user: UserSimulator | None = None
         self.user_config: dict[str, Any] = {}  # the model-driven user's model name and sampling (recorded)
         self.said: list[Any] = []  # every message the agent sent the user, in order
+        self.episode = TauEpisode(data.agent_domain())  # the scored state: this side's database and action log
         self.started = False
-        self.user_ended = False  # the user said ###STOP###
-        self.failure: str | None = None  # the user failed (its model gave up, or its reply was unusable)
+        self.failure: str | None = None  # the episode failed: the user's model, an invalid action, the agent's own
 
     # --- the user -------------------------------------------------------------------------------
     @property
@@ -138,34 +142,60 @@ class TauScoring:
                                 "user": self.user_config, "user_instruction": self.instruction})
         return {"observation": observation}
 
-    def respond(self, payload: dict[str, Any]) -> dict[str, Any]:
+    def step(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """``env.step {action, kwargs}``: run one action on this side's episode, trace it, and answer with the
+        observation, whether this step and the episode ended, the records written so far and, after an action
+        that may write, the database's digest."""
         if not self.started or self.user is None:
-            raise AgentCallRefused("user.respond before user.reset: the user has not opened the conversation")
-        if self.user_ended or self.failure is not None:
-            raise AgentCallRefused("the conversation has ended; the user reads no further messages")
-        if "content" not in payload:
-            raise AgentCallRefused("user.respond needs a 'content' (the message to the user)")
-        content = payload["content"]  # any JSON value: upstream's user takes None or a list as it is
-        self.said.append(content)  # said, whatever the user does with it (upstream logs the action first)
+            raise AgentCallRefused("env.step before user.reset: the user has not opened the conversation")
+        if self.failure is not None or self.episode.done:
+            raise AgentCallRefused("the episode has ended; no further actions are taken")
+        if "action" not in payload:
+            raise AgentCallRefused("env.step needs an 'action' (the tool's name) and its 'kwargs'")
+        name, kwargs = payload["action"], payload.get("kwargs")
         try:
-            observation = self.user.step(content)
+            observation, source, done = self.episode.apply(name, kwargs, self._respond)
         except (TauError, ModelError) as exc:
-            return self._failed(exc)
-        if not isinstance(observation, str):
-            return self._failed(UserSimulatorError(f"the simulated user's reply is not text: {observation!r}"))
-        done = STOP_TOKEN in observation
-        self.user_ended = self.user_ended or done
-        return {"observation": observation, "done": done}
+            # Upstream lets these escape from step, which ends the episode with reward 0.
+            reply = self._failed(exc)
+            self.emit("env_failure", {"action": name, "error": self.failure})
+            return reply
+        written = {coll: sorted(keys) for coll, keys in sorted(self.episode.db.written().items())}
+        reply: dict[str, Any] = {"observation": observation, "source": source, "done": done,
+                                 "ended": self.episode.done, "written": written}
+        if name != RESPOND_ACTION and not is_lookup(name):
+            reply["db_digest"] = self.episode.db.digest()
+        self.emit("env_step", {"action": name, "kwargs": deep_copy(kwargs), "source": source, "done": done,
+                               "observation": observation, **({"db_digest": reply["db_digest"]}
+                                                              if "db_digest" in reply else {})})
+        return reply
 
     def _failed(self, exc: Exception) -> dict[str, Any]:
         self.failure = f"{type(exc).__name__}: {exc}"
         return {"failed": {"type": type(exc).__name__, "message": str(exc)}}
 
+    def fail(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """``env.fail {reason}``: the agent side ends the episode as upstream's agent raising does (reward 0)."""
+        if self.failure is None:
+            self.failure = str(payload.get("reason") or "the agent side ended the episode")[:2000]
+            self.emit("env_failure", {"action": None, "error": self.failure})
+        return {"failure": self.failure}
+
+    def _respond(self, content: Any) -> tuple[str, bool]:
+        """The user's reply to one message said to it, and whether it ends the conversation."""
+        assert self.user is not None
+        self.said.append(content)  # said, whatever the user does with it (upstream logs the action first)
+        observation = self.user.step(content)
+        if not isinstance(observation, str):
+            raise UserSimulatorError(f"the simulated user's reply is not text: {observation!r}")
+        return observation, STOP_TOKEN in observation
+
     # --- reward ---------------------------------------------------------------------------------
-    def outcome(self, state: Any) -> dict[str, Any]:
-        """Reward (0 unless the episode ended) and what explains it, from the agent side's final `state`."""
+    def outcome(self, state: Any = None) -> dict[str, Any]:
+        """Reward (0 unless the episode ended) and what explains it, from this side's episode. `state`, the agent
+        side's final state, is its own account: only its transcript (``traj``) is reported, never scored."""
         state = state if isinstance(state, dict) else {}
-        failure = self.failure or _text_or_none(state.get("failure")) or _text_or_none(state.get("final_state_error"))
+        failure = self.failure
         info: dict[str, Any] = {
             "domain": self.data.name,
             "split": self.split,
@@ -179,25 +209,22 @@ class TauScoring:
             info["traj"] = state["traj"]
         if not self.started:
             return {**info, "done": False, "failure": failure, "reward": 0.0}
+        episode = self.episode
+        done = failure is None and episode.done
+        actions = list(episode.actions)
         try:
-            db = final_db(self.data, state.get("written") or {})
-            actions = [Action.model_validate(a) for a in state.get("actions") or []]
-        except (TypeError, ValueError, KeyError) as exc:
-            failure = failure or f"the agent side's final state is unusable: {type(exc).__name__}: {exc}"
-            return {**info, "done": False, "failure": failure, "reward": 0.0}
-        ended_by_tool = state.get("ended_by") in TERMINATE_TOOLS  # the agent's own call: it could always make it
-        done = failure is None and (self.user_ended or ended_by_tool)
-        try:
-            result: RewardResult = compute_reward(self.data, self.split, self.task_index, db, actions, said=self.said)
+            result: RewardResult = compute_reward(self.data, self.split, self.task_index, episode.db, actions,
+                                                  said=self.said)
         except OutputsCheckError as exc:
             # Upstream scores an ended episode only, and there this raises: reward 0, the reason recorded.
             failure = failure or (f"{type(exc).__name__}: {exc}" if done else None)
-            return {**info, "done": False, "failure": failure, "reward": 0.0,
+            return {**info, "done": False, "failure": failure, "reward": 0.0, "ended_by": episode.ended_by,
                     "actions_taken": [action.model_dump() for action in actions],
                     "last_message": self.said[-1] if self.said else None}
         info.update(
             done=done,
             failure=failure,
+            ended_by=episode.ended_by,
             reward=result.reward if done else 0.0,
             r_actions=result.r_actions,
             r_outputs=result.r_outputs,
@@ -210,24 +237,6 @@ class TauScoring:
         if not done:
             info["reward_if_ended"] = result.reward  # diagnostic: the episode never ended, so it scores 0
         return info
-
-
-def final_db(data: DomainData, written: Any) -> TauDb:
-    """The pristine database with the records the agent side says it wrote (JSON, checked for shape)."""
-    written = json.loads(json.dumps(written))  # the same data whichever path it came by
-    if not isinstance(written, dict):
-        raise TypeError("'written' must map collections to records")
-    db = TauDb(data.pristine)
-    for name, records in written.items():
-        if name not in data.pristine.collections or not isinstance(records, dict):
-            raise KeyError(f"no collection {name!r} in the {data.name} database")
-        for key, record in records.items():
-            db.insert(name, key, record)
-    return db
-
-
-def _text_or_none(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 def agent_texts(data: DomainData, split: str, task_index: int, trial: int, options: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Both sides (the agent side acts with it, the scoring side replays gold with it): the mutable database of one episode: copy-on-write over a pristine, shared database.
+"""Scoring side (episodes and the gold replay act on it; the agent side uses only `deep_copy`): the mutable database of one episode: copy-on-write over a pristine, shared database.
 
 Why: upstream re-parses ~2-5 MB of JSON on every reset and again for every reward. Here the
 pristine database is parsed once per process; an episode gets shallow copies of the

@@ -1,4 +1,5 @@
-"""Both sides (the agent side acts with it, the scoring side replays gold with it): tool registries per domain and the upstream call convention (``invoke(data=db, **kwargs)``)."""
+"""Scoring side (it runs every action and replays gold with it; the agent side only names tools): tool registries
+per domain, the upstream call convention (``invoke(data=db, **kwargs)``) and which tools only read."""
 
 from __future__ import annotations
 
@@ -15,6 +16,14 @@ TOOLS: dict[str, dict[str, type[Tool]]] = {
     "retail": {tool.name: tool for tool in RETAIL_TOOLS},
     "airline": {tool.name: tool for tool in AIRLINE_TOOLS},
 }
+
+
+READ_ONLY_PREFIXES = ("get_", "find_", "list_", "search_")
+
+
+def is_lookup(name: Any) -> bool:
+    """Tools that never write the database (by upstream's naming: get_, find_, list_, search_)."""
+    return isinstance(name, str) and (name in ("calculate", "think") or name.startswith(READ_ONLY_PREFIXES))
 
 
 def domain_tools(domain: str) -> dict[str, type[Tool]]:
