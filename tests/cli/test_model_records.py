@@ -27,7 +27,7 @@ def test_retry_times_and_the_sent_temperature_are_recorded(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr
     assert len(sent) == 3 and all(body["temperature"] == 0.6 and body["top_k"] == 20 for body in sent)
     [row] = rows(tmp_path / "r.jsonl")
-    run_dir = Path(row["trace_run_dir"])
+    run_dir = tmp_path / row["trace_run_dir"]
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     retries = [e for e in events if e["kind"] == "model_retry"]
     assert [e["payload"]["attempt"] for e in retries] == [1, 2]
