@@ -172,24 +172,29 @@ def test_a_read_only_place_is_one_line_before_anything_runs(tmp_path, tmpfs, whe
     assert not (tmp_path / "r.jsonl").exists() and not (tmp_path / "runs").exists()
 
 
-@pytest.mark.parametrize(("port", "says"), [
-    ("99999", "--port 99999: a port is 1 to 65535"),
-    ("65536", "--port 65536: a port is 1 to 65535"),
-    ("-1", "--port -1: a port is 1 to 65535"),
-    ("in use", "is in use"),
+@pytest.mark.parametrize(("args", "says"), [
+    (["board", "--port", "99999"], "--port 99999: a port is 1 to 65535"),
+    (["board", "--port", "65536"], "--port 65536: a port is 1 to 65535"),
+    (["board", "--port", "-1"], "--port -1: a port is 1 to 65535"),
+    (["replay", "--run", "runs/r1", "--port", "70000"], "--port 70000: a port is 1 to 65535"),
+    (["board", "--port", "{taken}"], "is in use"),
+    (["board", "--host", "no-such-host.invalid"], "check --host"),
+    (["board", "--results", "runs"], "runs: is a directory; give results JSONL file(s)"),
 ])
-def test_board_port_errors_are_one_line(tmp_path, port, says):
+def test_board_port_and_path_errors_are_one_line(tmp_path, args, says):
     import socket
 
-    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "r1").mkdir(parents=True)
+    (tmp_path / "runs" / "r1" / "manifest.json").write_text(json.dumps({"run_id": "r1"}))
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
-        number = str(taken.getsockname()[1]) if port == "in use" else port
-        done = qita("board", "--logdir", "runs", "--port", number, cwd=tmp_path)
+        port = str(taken.getsockname()[1])
+        done = qita(*[a.replace("{taken}", port) for a in args], *(["--logdir", "runs"] if args[0] == "board" else []),
+                    cwd=tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     [line] = done.stderr.splitlines()
-    assert line.startswith("error: ") and says in line and "--port" in line, line
+    assert line.startswith("error: ") and says in line, line
 
 
 def test_jsonl_tasks_that_run_unscored_or_carry_ignored_keys_are_named(tmp_path):

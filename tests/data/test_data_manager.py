@@ -80,6 +80,9 @@ def test_fetch_resumes_a_partial_download_and_verifies(tmp_path, archive_server)
     (cache / f"osworld-{source.commit[:12]}.tar.gz.part").write_bytes(RangeHandler.payload[:half])
     report = fetch("osworld", tmp_path / "data", source=source)
     assert report.verified and report.ok == len(source.files)
+    installed = {p.relative_to(tmp_path / "data" / "osworld").as_posix()
+                 for p in (tmp_path / "data" / "osworld").rglob("*") if p.is_file()}
+    assert installed == set(source.files)  # every file fetch wrote is pinned
     assert RangeHandler.requests == [f"bytes={half}-"]
     assert json.loads((tmp_path / "data" / "osworld" / "evaluation_examples" / "test_all.json").read_text())
 
@@ -129,6 +132,9 @@ def test_tau_bench_fetch_installs_data_and_upstream_protocol_files(tmp_path, arc
     assert report.verified and report.ok == len(source.files) + len(source.converted)
     for rel in [*source.files, *source.converted]:  # converted data and upstream/ byte-identical to the shared copy
         assert (tmp_path / "data" / "tau-bench" / rel).read_bytes() == (data / rel).read_bytes(), rel
+    installed = {p.relative_to(tmp_path / "data" / "tau-bench").as_posix()
+                 for p in (tmp_path / "data" / "tau-bench").rglob("*") if p.is_file()}
+    assert installed == {*source.files, *source.converted}  # every file fetch wrote is pinned, so verify checks it
 
 
 def test_missing_upstream_files_name_the_fetch_command(tmp_path):
