@@ -163,13 +163,7 @@ class _Run:
         self.final_answer: str | None = None
 
     def _sink(self, step_id: int | None, phase: str) -> Callable[[str, dict[str, Any]], None]:
-        """Model events; one that carries its own `ts` (a retry, reported after the call returned from across
-        the boundary) keeps it."""
-        def sink(kind: str, payload: dict[str, Any]) -> None:
-            ts = payload.get("ts") if isinstance(payload.get("ts"), str) else None
-            self.w.event(kind, phase, {k: v for k, v in payload.items() if k != "ts"}, step_id=step_id,
-                         ok=kind != "model_retry", ts=ts)
-        return sink
+        return lambda kind, payload: self.w.event(kind, phase, payload, step_id=step_id, ok=kind != "model_retry")
 
     def _manifest_start(self) -> None:
         agent, model, task = self.e.agent, self.e.model, self.task

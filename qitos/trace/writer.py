@@ -150,6 +150,8 @@ class TraceWriter:
         """Append one event; `ts` is when it happened when that was earlier than now (default: now)."""
         if self._finalized:
             return self._seq
+        if kind == "model_retry" and payload and isinstance(payload.get("ts"), str):  # a model's retry says when
+            ts, payload = ts or payload["ts"], {k: v for k, v in payload.items() if k != "ts"}
         self._seq += 1
         record = {
             "run_id": self.run_id, "seq": self._seq, "step_id": step_id, "phase": phase, "kind": kind,

@@ -46,11 +46,11 @@ class StreamWriter:
         self.sync_at_end = False
 
     def event(self, kind: str, phase: str, payload: dict[str, Any] | None = None, *, step_id: int | None = None,
-              ok: bool = True, error: str | None = None, ts: str | None = None) -> int:
+              ok: bool = True, error: str | None = None) -> int:
         if not self._finalized:
             self._seq += 1
             self._send({"op": "event", "kind": kind, "phase": phase, "payload": payload or {}, "step_id": step_id,
-                        "ok": ok, "error": error, **({"ts": ts} if ts else {})})
+                        "ok": ok, "error": error})
         return self._seq
 
     def step(self, record: dict[str, Any]) -> None:

@@ -74,8 +74,7 @@ class TraceReceiver:
             payload = {**payload, "run_spec_ref": self.spec.fingerprint()}
         self.w.event(kind, str(op.get("phase")), payload,
                      step_id=op.get("step_id") if isinstance(op.get("step_id"), int) else None,
-                     ok=bool(op.get("ok", True)), error=str(op["error"]) if op.get("error") else None,
-                     ts=op["ts"] if kind == "model_retry" and isinstance(op.get("ts"), str) else None)  # its attempt's
+                     ok=bool(op.get("ok", True)), error=str(op["error"]) if op.get("error") else None)
 
     def _step(self, op: dict[str, Any]) -> None:
         record = op.get("record")
