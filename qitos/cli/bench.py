@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Iterator, Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -115,7 +114,7 @@ def run(
 ) -> None:
     """Run a benchmark for real (resumable; rows appended to --output as tasks finish)."""
     mark_secrets(secret_env)
-    from .paths import check_output_file
+    from .paths import check_output_file, say_disk_full
 
     if output is not None:
         check_output_file(output)  # a directory, a read-only place: one line before anything runs
@@ -180,7 +179,7 @@ def run(
                     exc.filename = f"{plan.output} (results) or {cfg.trace_logdir}/ (traces)"
                 raise
             print_summary(plan, outcome)
-            _say_disk_full(outcome.rows, cfg.trace_logdir)
+            say_disk_full(outcome.rows, cfg.trace_logdir)
         except KeyboardInterrupt as exc:  # before the run started, or while it was closing down
             where = "before the run started: nothing written" if plan is None else (
                 f"while the run was closing: finished rows are saved in {plan.output}; rerun to resume")
@@ -188,16 +187,6 @@ def run(
             raise typer.Exit(exit_code_for(signal_of(exc))) from None
     if outcome.exit_code:
         raise typer.Exit(outcome.exit_code)
-
-
-def _say_disk_full(rows: list, trace_logdir: Path) -> None:
-    """One line when tasks ended because the disk filled: what to free, and that a plain rerun runs them."""
-    full = [r for r in rows if r.stop_reason == "disk_full"]
-    if full:
-        from .paths import RERUN
-
-        typer.echo(f"error: {len(full)} task(s) ended disk_full (no space left writing their traces under "
-                   f"{trace_logdir}); free some space, then {RERUN}", err=True)
 
 
 @bench_app.command("eval")
@@ -352,27 +341,12 @@ def import_(
     """Turn another harness's results into rows and traces that `qit bench eval` and qita show."""
     if format not in ("tau-bench", "osworld", "cybench"):
         raise UsageError(f"--format {format}: tau-bench, osworld and cybench can be imported")
-    from .paths import check_output_file
+    from .paths import check_output_file, removed_if_failed
 
     out = output or Path("results") / f"imported_{file.stem}.jsonl"
     check_output_file(out, "--output" if output else "--output (default)")
-    with _removed_if_failed(Path(trace_logdir), out.parent):  # a failed import leaves no empty runs/ behind
+    with removed_if_failed(Path(trace_logdir), out.parent):  # a failed import leaves no empty runs/ behind
         _import(file, format, subset, split, out, Path(trace_logdir))
-
-
-@contextmanager
-def _removed_if_failed(*folders: Path) -> Iterator[None]:
-    """Folders this command creates are removed again, when still empty, if it fails."""
-    made = [f for f in folders if not f.exists()]
-    try:
-        yield
-    except BaseException:
-        for folder in made:
-            try:
-                folder.rmdir()  # only an empty folder: nothing written is ever removed
-            except OSError:
-                pass
-        raise
 
 
 def _import(file: Path, format: str, subset: str, split: str | None, out: Path, trace_logdir: Path) -> None:

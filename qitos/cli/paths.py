@@ -2,14 +2,17 @@
 
 `check_output_file` refuses an `--output` that cannot be written before anything runs (a directory, a
 read-only or unwritable place); `os_error_line` words any OSError that still escapes a command (a disk that
-fills mid-run, a folder made read-only meanwhile), with the exit code it deserves.
+fills mid-run, a folder made read-only meanwhile), with the exit code it deserves; `say_disk_full` names the
+tasks a full disk ended; `removed_if_failed` takes back the empty folders a failed command made.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Iterator
 
 from .errors import EXIT_RUN_FAILED, EXIT_USAGE, UsageError
 
@@ -69,3 +72,28 @@ def os_error_line(exc: OSError) -> tuple[str, int] | None:
     if fix is None:
         return None
     return f"{where}: {fix}", EXIT_RUN_FAILED if exc.errno == errno.EMFILE else EXIT_USAGE
+
+
+def say_disk_full(rows: list[Any], trace_logdir: Path) -> None:
+    """One line when tasks ended because the disk filled: what to free, and that a plain rerun runs them."""
+    import sys
+
+    full = [r for r in rows if r.stop_reason == "disk_full"]
+    if full:
+        sys.stderr.write(f"error: {len(full)} task(s) ended disk_full (no space left writing their traces under "
+                         f"{trace_logdir}); free some space, then {RERUN}\n")
+
+
+@contextmanager
+def removed_if_failed(*folders: Path) -> Iterator[None]:
+    """Folders this command creates are removed again, when still empty, if it fails."""
+    made = [f for f in folders if not f.exists()]
+    try:
+        yield
+    except BaseException:
+        for folder in made:
+            try:
+                folder.rmdir()  # only an empty folder: nothing written is ever removed
+            except OSError:
+                pass
+        raise

@@ -109,6 +109,8 @@ CASES: list[Case] = [
     Case("eval-tasks-file", ("bench", "eval", "--input", "tasks.jsonl"),
          ("--input tasks.jsonl: this is a tasks file", "qit bench run -b jsonl --root tasks.jsonl"),
          {"tasks.jsonl": TASKS}),
+    Case("eval-tau-tasks-file", ("bench", "eval", "--input", "{data}/tau-bench/retail/tasks_test.json"),
+         ("retail/tasks_test.json: this is a JSON list, not JSON lines",)),
     Case("eval-input-directory", ("bench", "eval", "--input", "results"),
          ("--input results: is a directory", "--input results/r.jsonl"), {"results/r.jsonl": ROW}),
     Case("export-input-directory", ("bench", "export", "--input", "results", "--format", "osworld", "--output", "o"),
