@@ -56,14 +56,13 @@ def os_error_line(exc: OSError) -> tuple[str, int] | None:
     where = exc.filename or "a file"
     what = exc.strerror or str(exc)
     if exc.errno in DISK_FULL:
-        return (f"{what} writing {where}: the disk is full; free some space (or choose --output and --trace-logdir "
-                f"on another disk), then {RERUN}", EXIT_RUN_FAILED)
+        return (f"{what} writing {where}: the disk is full; free some space (or write to another disk), then run "
+                "the same command again: what it finished is kept", EXIT_RUN_FAILED)
     fixes = {
-        errno.EROFS: "it is on a read-only file system; choose a writable place (--output, --trace-logdir)",
+        errno.EROFS: "it is on a read-only file system; choose a place on a writable one",
         errno.EISDIR: "a directory is where a file is expected; give a file path (e.g. --output results/run.jsonl)",
         errno.ENOTDIR: "a file is where a folder is expected; choose another path",
-        errno.EACCES: "permission denied; choose a place you can write (--output, --trace-logdir) or fix its "
-                      "permissions",
+        errno.EACCES: "permission denied; choose a place you can write or fix its permissions",
         errno.EPERM: "operation not permitted; choose a place you can write or fix its permissions",
         errno.ENAMETOOLONG: "the name is too long; choose a shorter path",
         errno.EMFILE: "too many open files; raise the limit (ulimit -n) or lower --concurrency",
