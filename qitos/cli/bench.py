@@ -124,7 +124,7 @@ def run(
 
     from .bench_view import print_plan, print_summary, run_with_progress
 
-    from qitos.models.generation import check_generation, parse_extra_body
+    from qitos.models.generation import check_generation, parse_extra_body, replaced_flags
 
     body = parse_extra_body(extra_body)
     user_body = parse_extra_body(user_extra_body, "--user-extra-body")
@@ -132,6 +132,9 @@ def run(
                      request_timeout=request_timeout)
     check_generation(top_p=user_top_p, reasoning_effort=user_reasoning_effort, max_retries=user_max_retries,
                      request_timeout=user_request_timeout, prefix="--user-")
+    for warning in replaced_flags(body, {"temperature": temperature, "max_tokens": max_tokens, "top_p": top_p,
+                                         "reasoning_effort": reasoning_effort}):
+        typer.echo(f"warning: {warning}", err=True)
     opts = _options(option, {"user_model": ("--user-model", user_model or None),
                              "user_temperature": ("--user-temperature", user_temperature),
                              "user_seed": ("--user-seed", user_seed),

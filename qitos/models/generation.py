@@ -65,3 +65,14 @@ def as_sent(params: dict[str, Any]) -> dict[str, Any]:
     (`--extra-body '{"temperature": 0.6}'`) replaces the flag's value, and the RunSpec records that one."""
     extra = params.get("extra_body") if isinstance(params.get("extra_body"), dict) else {}
     return {**params, **{key: extra[key] for key in SENT_KEYS if key in extra}}
+
+
+def replaced_flags(body: dict[str, Any] | None, flags: dict[str, Any], prefix: str = "--") -> list[str]:
+    """One warning per flag whose value an `--extra-body` field replaces (both given, different values)."""
+    out = []
+    for key, value in (flags or {}).items():
+        if body and key in body and value is not None and body[key] != value:
+            flag = prefix + key.replace("_", "-")
+            out.append(f"{prefix}extra-body sets {key} {json.dumps(body[key])}, which replaces {flag} {value} in "
+                       "every request (the RunSpec records what is sent); keep one")
+    return out

@@ -25,6 +25,7 @@ def test_retry_times_and_the_sent_temperature_are_recorded(tmp_path: Path) -> No
                    '{"temperature": 0.6, "top_k": 20}', "--output", "r.jsonl", cwd=tmp_path, env={"RECORDS_KEY": "k"})
         sent = [r["body"] for r in server.requests]
     assert done.returncode == 0, done.stderr
+    assert "warning: --extra-body sets temperature 0.6, which replaces --temperature 0.0" in done.stderr, done.stderr
     assert len(sent) == 3 and all(body["temperature"] == 0.6 and body["top_k"] == 20 for body in sent)
     [row] = rows(tmp_path / "r.jsonl")
     run_dir = tmp_path / row["trace_run_dir"]
