@@ -5,7 +5,8 @@ archive at a fixed commit and the sha256 of every file we take from it (`files`)
 we convert from it (`converted`: where the upstream format is Python, e.g. Tau-Bench's task modules,
 parsed with `ast`, never executed; the conversion is deterministic). `fetch` downloads the archive
 (resuming a partial download), installs those files and verifies each checksum; `verify` checks
-every one of them again, so a task file cut short or edited is named. GAIA is gated and never redistributed: its entry explains how to use your copy.
+every one of them again, so a task file cut short or edited is named. GAIA is gated and never
+redistributed: its entry explains how to use your copy.
 """
 
 from __future__ import annotations

@@ -318,7 +318,8 @@ def run_job(ctx: JobContext, task: Task, trial: int, trace_logdir: Path | None =
         return _evaluated_row(ctx, task, trial, result, verdict)
     except Exception as exc:  # noqa: BLE001 - e.g. the recipe failed to build
         if is_disk_full(exc):  # the machine's failure (its trace could not be written): unscored, rerun
-            return _row(ctx, task, trial, StopReason.DISK_FULL.value, success=None, error=f"{type(exc).__name__}: {exc}")
+            return _row(ctx, task, trial, StopReason.DISK_FULL.value, success=None,
+                        error=f"{type(exc).__name__}: {exc}")
         return _row(ctx, task, trial, StopReason.ERROR.value, error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
     finally:
         if runtime is not None:

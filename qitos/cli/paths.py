@@ -46,8 +46,8 @@ def check_output_file(path: Path, flag: str = "--output") -> None:
     if why is None and path.exists() and not os.access(path, os.W_OK):
         why = "permission denied"
     if why:
-        raise UsageError(f"{flag} {path}: cannot write there ({why} at {path if path.exists() else folder}); "
-                         f"choose a writable place with {flag}")
+        at = os.path.abspath(path if path.exists() else folder)
+        raise UsageError(f"{flag} {path}: cannot write there ({why} at {at}); choose a writable place with {flag}")
 
 
 def os_error_line(exc: OSError) -> tuple[str, int] | None:

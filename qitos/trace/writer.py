@@ -155,7 +155,8 @@ class TraceWriter:
         self._seq += 1
         record = {
             "run_id": self.run_id, "seq": self._seq, "step_id": step_id, "phase": phase, "kind": kind,
-            "ok": ok, "ts": ts if ts and _TS.fullmatch(ts) else utc_now(), "payload": self.redactor.scrub(payload or {}),
+            "ok": ok, "ts": ts if ts and _TS.fullmatch(ts) else utc_now(),
+            "payload": self.redactor.scrub(payload or {}),
             "error": self.redactor.scrub_text(error) if error else None,
         }
         self._append(self._events, "events.jsonl", record)

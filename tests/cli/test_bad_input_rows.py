@@ -157,6 +157,7 @@ def qita(*args, cwd: Path):
 @pytest.mark.parametrize(("where", "says"), [
     ("output", ["--output ro/r.jsonl: cannot write there (read-only file system", "choose a writable place with --output"]),
     ("trace-logdir", ["cannot write traces to 'ro/runs'", "Read-only file system", "--trace-logdir"]),
+    ("default output", ["--output (default) results/", "cannot write there (read-only file system at", "/ro)"]),
 ])
 def test_a_read_only_place_is_one_line_before_anything_runs(tmp_path, tmpfs, where, says):
     from tests.platform.conftest import write_tasks
@@ -164,8 +165,10 @@ def test_a_read_only_place_is_one_line_before_anything_runs(tmp_path, tmpfs, whe
     tmpfs("ro", "size=64k,ro")
     write_tasks(tmp_path / "tasks.jsonl", 3)
     places = {"output": ["--output", "ro/r.jsonl", "--trace-logdir", "runs"],
-              "trace-logdir": ["--output", "r.jsonl", "--trace-logdir", "ro/runs"]}[where]
-    done = qit("bench", "run", "-b", "jsonl", "--root", "tasks.jsonl", *ORACLE, *places, cwd=tmp_path)
+              "trace-logdir": ["--output", "r.jsonl", "--trace-logdir", "ro/runs"],
+              "default output": ["--trace-logdir", "../runs"]}[where]
+    cwd = tmp_path / "ro" if where == "default output" else tmp_path
+    done = qit("bench", "run", "-b", "jsonl", "--root", tmp_path / "tasks.jsonl", *ORACLE, *places, cwd=cwd)
     lines = [line for line in done.stderr.splitlines() if not line.startswith("warning:")]
     assert done.returncode == 2 and len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
     assert lines[0].startswith("error: ") and all(s in lines[0] for s in says), lines[0]

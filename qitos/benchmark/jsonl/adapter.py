@@ -24,8 +24,9 @@ def _root(load: LoadOptions) -> Path:
     root = Path(load.root)
     if root.is_dir():
         found = sorted(p.name for p in root.glob("*.jsonl"))[:3]
+        example = root / (found[0] if found else "tasks.jsonl")
         raise BenchmarkUsageError(f"--root {root}: is a directory; the jsonl benchmark reads one file of "
-                                  f"{{id, question, answer}} rows, e.g. --root {root / (found[0] if found else 'tasks.jsonl')}")
+                                  f"{{id, question, answer}} rows, e.g. --root {example}")
     if not root.is_file():
         raise BenchmarkUsageError(f"--root {root}: no such file; give a JSONL file of {{id, question, answer}} rows")
     return root
