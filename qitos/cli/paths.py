@@ -62,8 +62,8 @@ def os_error_line(exc: OSError) -> tuple[str, int] | None:
         errno.EROFS: "it is on a read-only file system; choose a place on a writable one",
         errno.EISDIR: "a directory is where a file is expected; give a file path (e.g. --output results/run.jsonl)",
         errno.ENOTDIR: "a file is where a folder is expected; choose another path",
-        errno.EACCES: "permission denied; choose a place you can write or fix its permissions",
-        errno.EPERM: "operation not permitted; choose a place you can write or fix its permissions",
+        errno.EACCES: "permission denied; fix its permissions or choose another path",
+        errno.EPERM: "operation not permitted; fix its permissions or choose another path",
         errno.ENAMETOOLONG: "the name is too long; choose a shorter path",
         errno.EMFILE: "too many open files; raise the limit (ulimit -n) or lower --concurrency",
     }
