@@ -249,3 +249,30 @@ def test_a_disk_that_fills_is_one_line_nothing_lost_and_a_plain_rerun_finishes(t
     finished = [r["task_id"] for r in final if r["stop_reason"] != "disk_full"]
     assert sorted(finished) == sorted(f"t{i}" for i in range(40))  # each task finished exactly once
     assert all(r["success"] is True for r in final if r["stop_reason"] != "disk_full")
+
+
+@pytest.mark.parametrize(("code", "says", "exit_code"), [
+    ("ENOSPC", "the disk is full; free some space", 1),
+    ("EDQUOT", "the disk is full; free some space", 1),
+    ("EROFS", "read-only file system", 2),
+    ("EISDIR", "a directory is where a file is expected", 2),
+    ("ENOTDIR", "a file is where a folder is expected", 2),
+    ("EACCES", "permission denied", 2),
+    ("ENAMETOOLONG", "the name is too long", 2),
+    ("EMFILE", "too many open files", 1),
+])
+def test_each_filesystem_error_is_worded_with_its_path(code, says, exit_code):
+    import errno
+    import os
+
+    from qitos.cli.paths import os_error_line
+
+    number = getattr(errno, code)
+    line, exit_with = os_error_line(OSError(number, os.strerror(number), "out/r.jsonl"))
+    assert "out/r.jsonl" in line and says in line and "\n" not in line and exit_with == exit_code
+
+
+def test_an_oserror_that_is_not_the_filesystems_is_left_alone():
+    from qitos.cli.paths import os_error_line
+
+    assert os_error_line(ConnectionRefusedError(111, "Connection refused")) is None
