@@ -66,3 +66,21 @@ def test_jsonl_digest_covers_the_files_a_task_names(tmp_path):
     assert adapter.dataset_digest(load, adapter.load_tasks(load)) == before
     (tmp_path / "doc.txt").write_text("the answer is 5")
     assert adapter.dataset_digest(load, adapter.load_tasks(load)) != before
+
+
+def test_cybench_digest_covers_metadata_fields_the_record_leaves_out(cybench_data, tmp_path):
+    """`tools` and `stateful_shell` are not parsed into the task record; a change to them is still a new digest."""
+    from qitos.benchmark.cybench.adapter import CybenchAdapter
+
+    root = tmp_path / "cybench"
+    shutil.copytree(cybench_data, root, copy_function=shutil.copyfile, ignore=shutil.ignore_patterns("upstream"))
+    adapter = CybenchAdapter()
+    load = LoadOptions(root=root, limit=1)
+    [task] = adapter.load_tasks(load)
+    before = adapter.dataset_digest(load, [task])
+    assert adapter.dataset_digest(load, adapter.load_tasks(load)) == before
+    meta = adapter.golds.get(task.id).task_dir / "metadata" / "metadata.json"
+    data = json.loads(meta.read_text())
+    data["stateful_shell"] = not data.get("stateful_shell")
+    meta.write_text(json.dumps(data, indent=2))
+    assert adapter.dataset_digest(load, adapter.load_tasks(load)) != before
