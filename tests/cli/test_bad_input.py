@@ -1,9 +1,12 @@
-"""Bad input is caught up front (issue 26): each row runs the real CLI and expects exit 2, exactly one line on
-stderr (no traceback) naming the culprit, and nothing written (no results file, no run dir, no output file).
+"""Bad input is caught up front (issues 26 and 32): each row runs the real CLI and expects exit 2, exactly one line
+on stderr (no traceback) naming the culprit, and nothing written (no results file, no run dir, no output file, no
+empty runs/ left by a failed import). Filesystem, port and disk-full rows, which need a mount or a socket, are in
+test_bad_input_rows.py.
 
 To add a row, append a `Case` to `CASES`: the arguments after `qit`, the words the one line must contain, and
 the files the command needs (created in the working directory before the run; anything else that appears
-there afterwards counts as written). `{data}` in an argument is the benchmark data directory.
+there afterwards counts as written) and the environment it runs with. `{data}` in an argument is the benchmark
+data directory.
 """
 
 from __future__ import annotations
