@@ -1,10 +1,12 @@
 """The data directory: pinned benchmark sources, resumable downloads and sha256 verification.
 
 Each redistributable benchmark has a pinned source in `data_sources/<name>.json`: an upstream
-archive at a fixed commit and the sha256 of every file we take from it. `fetch` downloads the
-archive (resuming a partial download), extracts those files (converting where the upstream
-format is Python, e.g. Tau-Bench's task modules, parsed with `ast`, never executed) and verifies
-each checksum. GAIA is gated and never redistributed: its entry explains how to use your copy.
+archive at a fixed commit and the sha256 of every file we take from it (`files`) and of every file
+we convert from it (`converted`: where the upstream format is Python, e.g. Tau-Bench's task modules,
+parsed with `ast`, never executed; the conversion is deterministic). `fetch` downloads the archive
+(resuming a partial download), installs those files and verifies each checksum; `verify` checks
+every one of them again, so a task file cut short or edited is named. GAIA is gated and never
+redistributed: its entry explains how to use your copy.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ class Source:
     commit: str
     license: str
     files: dict[str, str]
-    converted: list[str] = field(default_factory=list)
+    converted: dict[str, str] = field(default_factory=dict)  # path -> sha256 of what the conversion writes
 
 
 @dataclass
@@ -47,7 +49,6 @@ class VerifyReport:
     ok: int = 0
     missing: list[str] = field(default_factory=list)
     mismatched: list[str] = field(default_factory=list)
-    converted_present: int = 0
 
     @property
     def verified(self) -> bool:
@@ -87,7 +88,7 @@ def verify(source: Source, data_dir: Path) -> VerifyReport:
     report = VerifyReport(source.name, root, root.exists())
     if not report.present:
         return report
-    for rel, digest in source.files.items():
+    for rel, digest in {**source.files, **source.converted}.items():
         path = root / rel
         if not path.is_file():
             report.missing.append(rel)
@@ -95,8 +96,6 @@ def verify(source: Source, data_dir: Path) -> VerifyReport:
             report.mismatched.append(rel)
         else:
             report.ok += 1
-    report.converted_present = sum(1 for rel in source.converted if (root / rel).is_file())
-    report.missing.extend(rel for rel in source.converted if not (root / rel).is_file())
     return report
 
 

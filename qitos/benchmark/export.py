@@ -11,7 +11,7 @@ from qitos.trace.reader import load_run
 from qitos.trace.redact import redact_text
 
 from .errors import BenchmarkUsageError
-from .formats import refuse_foreign_format
+from .formats import refuse_foreign_format, require_file
 from .results import RowIssue, iter_rows
 
 
@@ -60,8 +60,7 @@ def _export_results(paths: list[Path], fmt: str, issues: list[RowIssue] | None) 
                                   f"qit bench export --input FILE --format {fmt} --output DIR")
     rows = []
     for path in paths:
-        if not path.is_file():
-            raise BenchmarkUsageError(f"--input {path}: no such file")
+        require_file(path)
         refuse_foreign_format(path)
     for path in paths:
         rows.extend(iter_rows(path, issues, required=("task_id", "benchmark", "stop_reason")))

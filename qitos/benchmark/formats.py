@@ -49,6 +49,19 @@ def recognise(path: Path) -> ForeignFormat | None:
             return ForeignFormat("a run exported as JSON (`qit bench export --run DIR --json`)",
                                  "`qit bench replay --run DIR` shows the run it was made from")
         return ForeignFormat("a JSON document over several lines, not JSON lines", _ROWS)
+    return _tasks_file(path, first)
+
+
+def _tasks_file(path: Path, first: str) -> ForeignFormat | None:
+    """A `--benchmark jsonl` tasks file ({id, question, answer} lines) given where results are expected."""
+    try:
+        row = json.loads(first)
+    except ValueError:
+        return None
+    if isinstance(row, dict) and "task_id" not in row and "question" in row:
+        return ForeignFormat("a tasks file ({id, question, answer} lines)",
+                             f"run it with `qit bench run -b jsonl --root {path} --output results.jsonl`, then "
+                             "evaluate results.jsonl")
     return None
 
 
@@ -92,6 +105,17 @@ def _run_json(path: Path) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(doc, dict) and {"manifest", "steps", "events"} <= doc.keys()
+
+
+def require_file(path: Path, flag: str = "--input", what: str = "a results file") -> None:
+    """`path` must be an existing file: a folder is named as a folder (with the JSONL files in it), not as missing."""
+    if path.is_dir():
+        found = sorted(p.name for p in path.glob("*.jsonl"))[:3]
+        hint = f" (it holds {', '.join(found)})" if found else ""
+        raise BenchmarkUsageError(f"{flag} {path}: is a directory, not {what}{hint}; give the file(s), e.g. "
+                                  f"{flag} {path / (found[0] if found else 'results.jsonl')}")
+    if not path.is_file():
+        raise BenchmarkUsageError(f"{flag} {path}: no such file")
 
 
 def refuse_foreign_format(path: Path, flag: str = "--input") -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from qitos.core.engine import Engine, RunResult
-from qitos.core.stop import StopReason
+from qitos.core.stop import StopReason, is_disk_full
 from qitos.core.task import Task
 from qitos.spec.run_spec import ExperimentSpec
 
@@ -320,6 +320,9 @@ def run_job(ctx: JobContext, task: Task, trial: int, trace_logdir: Path | None =
             return None
         return _evaluated_row(ctx, task, trial, result, verdict)
     except Exception as exc:  # noqa: BLE001 - e.g. the recipe failed to build
+        if is_disk_full(exc):  # the machine's failure (its trace could not be written): unscored, rerun
+            return _row(ctx, task, trial, StopReason.DISK_FULL.value, success=None,
+                        error=f"{type(exc).__name__}: {exc}")
         return _row(ctx, task, trial, StopReason.ERROR.value, error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
     finally:
         if runtime is not None:
@@ -343,6 +346,9 @@ class _Verdict:
     def __call__(self, result: RunResult) -> dict[str, Any] | None:
         if result.stop_reason is StopReason.CANCELLED:
             return None  # no row: a rerun does the task again
+        if result.stop_reason is StopReason.DISK_FULL:
+            self.error = "the disk filled while the task ran; not scored"
+            return None
         try:
             self.evaluation = self.ctx.adapter.evaluate(self.task, result, self.runtime)
         except Exception as exc:  # noqa: BLE001 - an evaluator crash is recorded on the row
@@ -379,6 +385,8 @@ def _evaluated_row(ctx: JobContext, task: Task, trial: int, result: RunResult, v
         report = read_manifest(result.run_dir).summary.failure_report or {}
         fields["error"] = report.get("traceback") or result.error
     evaluation = verdict.evaluation
+    if result.stop_reason is StopReason.DISK_FULL:
+        return _row(ctx, task, trial, StopReason.DISK_FULL.value, **{**fields, "success": None})
     if verdict.error is not None or evaluation is None:
         return _row(ctx, task, trial, StopReason.ERROR.value,
                     **{**fields, "success": None, "error": verdict.error or "the evaluation did not run"})

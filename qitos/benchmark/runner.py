@@ -66,6 +66,8 @@ class BatchOutcome:
             return exit_code_for(self.stop_signal)
         if self.rows and all(r.stop_reason in FAILED_REASONS for r in self.rows):
             return 1
+        if any(r.stop_reason == "disk_full" for r in self.rows):  # tasks left to run once there is space
+            return 1
         return 0
 
 
@@ -241,6 +243,7 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
     _check_workers(cfg, split=adapter.split_sides and recipe.official)
     warnings = _ignored_model_flags(cfg, recipe.name, recipe.needs_model)
     tasks = adapter.load_tasks(cfg.load)
+    warnings.extend(getattr(adapter, "load_warnings", ()))  # e.g. jsonl rows with no answer (run unscored)
     if not tasks:
         raise BenchmarkUsageError(f"no tasks selected for {cfg.benchmark} split={cfg.load.split} subset={cfg.load.subset}")
     # the digest names the dataset (split/subset), not the selection: --limit/--task-ids live in the ExperimentSpec

@@ -21,10 +21,12 @@ import multiprocessing
 import os
 import queue
 import signal
+import sys
 import threading
 import traceback
 from typing import Callable, Iterable, Iterator
 
+from qitos.core.stop import is_disk_full
 from qitos.core.task import Task
 from qitos.trace.durability import FLUSHER
 
@@ -132,8 +134,13 @@ def _worker(ctx: JobContext, job_list: list[tuple[Task, int]], concurrency: int,
         run_local(ctx, jobs(), concurrency, report)
     except KeyboardInterrupt:
         ctx.cancel_event.set()
-    except BaseException:  # noqa: BLE001 - say why this worker stopped; its unfinished jobs stay undone
-        traceback.print_exc()
+    except BaseException as exc:  # noqa: BLE001 - say why this worker stopped; its unfinished jobs stay undone
+        if is_disk_full(exc):  # the machine's failure: one line, not a traceback (issue 32)
+            sys.stderr.write(f"error: worker {os.getpid()} stopped: {getattr(exc, 'strerror', exc)} writing "
+                             f"{getattr(exc, 'filename', None) or 'a row or a trace'}; free some space, then rerun "
+                             "the same command: finished rows are kept and the rest run again\n")
+        else:
+            traceback.print_exc()
         code = 1
     finally:
         if orphaned.is_set() or os.getppid() != parent:

@@ -36,6 +36,17 @@ def _options(pairs: list[str], flags: dict[str, tuple[str, object]]) -> dict[str
     return out
 
 
+def _task_ids(value: str | None) -> list[str] | None:
+    """`--task-ids a,b`; given but naming no id (`--task-ids ''`) is refused, never read as "every task"."""
+    if value is None:
+        return None
+    ids = [t.strip() for t in value.split(",") if t.strip()]
+    if not ids:
+        raise UsageError(f"--task-ids {value!r} names no task; give comma-separated ids (e.g. --task-ids t1,t2) "
+                         "or leave the flag out to run every task")
+    return ids
+
+
 @bench_app.command("run")
 @user_errors
 def run(
@@ -103,13 +114,17 @@ def run(
 ) -> None:
     """Run a benchmark for real (resumable; rows appended to --output as tasks finish)."""
     mark_secrets(secret_env)
+    from .paths import check_output_file, say_disk_full
+
+    if output is not None:
+        check_output_file(output)  # a directory, a read-only place: one line before anything runs
     from qitos.benchmark.base import LoadOptions
     from qitos.benchmark.config import ModelConfig, RunConfig
     from qitos.trace.writer import ensure_writable_dir
 
     from .bench_view import print_plan, print_summary, run_with_progress
 
-    from qitos.models.generation import check_generation, parse_extra_body
+    from qitos.models.generation import check_generation, parse_extra_body, replaced_flags
 
     body = parse_extra_body(extra_body)
     user_body = parse_extra_body(user_extra_body, "--user-extra-body")
@@ -117,6 +132,9 @@ def run(
                      request_timeout=request_timeout)
     check_generation(top_p=user_top_p, reasoning_effort=user_reasoning_effort, max_retries=user_max_retries,
                      request_timeout=user_request_timeout, prefix="--user-")
+    for warning in replaced_flags(body, {"temperature": temperature, "max_tokens": max_tokens, "top_p": top_p,
+                                         "reasoning_effort": reasoning_effort}):
+        typer.echo(f"warning: {warning}", err=True)
     opts = _options(option, {"user_model": ("--user-model", user_model or None),
                              "user_temperature": ("--user-temperature", user_temperature),
                              "user_seed": ("--user-seed", user_seed),
@@ -127,7 +145,7 @@ def run(
                              "user_extra_body": ("--user-extra-body",
                                                  json.dumps(user_body, sort_keys=True) if user_body else None)})
     load = LoadOptions(root=root, split=split, subset=subset, limit=limit, variant=variant, options=opts,
-                       task_ids=[t.strip() for t in task_ids.split(",") if t.strip()] if task_ids else None,
+                       task_ids=_task_ids(task_ids),
                        **({"data_dir": data_dir} if data_dir else {}))
     from qitos.benchmark.cluster.placement import parse_resources
 
@@ -149,14 +167,22 @@ def run(
     with stop_signals_raise():
         try:
             plan = plan_batch(cfg)  # checks flags, data and the model first: a refused run writes nothing
+            if output is None:
+                check_output_file(plan.output, "--output (default)")
             for warning in plan.warnings:
                 typer.echo(f"warning: {warning}", err=True)
             print_plan(plan)
             if dry_run:
                 return
             ensure_writable_dir(cfg.trace_logdir)
-            outcome = run_with_progress(plan)  # a signal while tasks run: in-flight runs end cancelled
+            try:
+                outcome = run_with_progress(plan)  # a signal while tasks run: in-flight runs end cancelled
+            except OSError as exc:  # e.g. the disk filled while a row was appended: name where (one line)
+                if exc.filename is None:
+                    exc.filename = f"{plan.output} (results) or {cfg.trace_logdir}/ (traces)"
+                raise
             print_summary(plan, outcome)
+            say_disk_full(outcome.rows, cfg.trace_logdir)
         except KeyboardInterrupt as exc:  # before the run started, or while it was closing down
             where = "before the run started: nothing written" if plan is None else (
                 f"while the run was closing: finished rows are saved in {plan.output}; rerun to resume")
@@ -279,9 +305,10 @@ def export(
 def _export_osworld(inputs: list[Path], output: Path | None) -> None:
     if output is None:
         raise UsageError("--format osworld writes upstream's results folder: give --output DIR")
+    from qitos.benchmark.formats import require_file
+
     for path in inputs:
-        if not path.is_file():
-            raise UsageError(f"--input {path}: no such file")
+        require_file(path)
     from qitos.benchmark.osworld.interop import export_results
 
     counts = export_results(inputs, output)
@@ -292,9 +319,10 @@ def _export_osworld(inputs: list[Path], output: Path | None) -> None:
 def _export_cybench(inputs: list[Path], output: Path | None) -> None:
     if output is None:
         raise UsageError("--format cybench writes upstream's logs folder: give --output DIR")
+    from qitos.benchmark.formats import require_file
+
     for path in inputs:
-        if not path.is_file():
-            raise UsageError(f"--input {path}: no such file")
+        require_file(path)
     from qitos.benchmark.base import default_data_dir
     from qitos.benchmark.cybench.interop import export_results
 
@@ -316,24 +344,33 @@ def import_(
     """Turn another harness's results into rows and traces that `qit bench eval` and qita show."""
     if format not in ("tau-bench", "osworld", "cybench"):
         raise UsageError(f"--format {format}: tau-bench, osworld and cybench can be imported")
-    from qitos.trace.writer import ensure_writable_dir
+    from .paths import check_output_file, removed_if_failed
 
     out = output or Path("results") / f"imported_{file.stem}.jsonl"
+    check_output_file(out, "--output" if output else "--output (default)")
+    with removed_if_failed(Path(trace_logdir), out.parent):  # a failed import leaves no empty runs/ behind
+        _import(file, format, subset, split, out, Path(trace_logdir))
+
+
+def _import(file: Path, format: str, subset: str, split: str | None, out: Path, trace_logdir: Path) -> None:
+    from qitos.trace.writer import ensure_writable_dir
+
     if format == "osworld":
         from qitos.benchmark.osworld.interop import import_results as import_osworld
 
-        ensure_writable_dir(Path(trace_logdir))
-        rows = import_osworld(file, split or "test_all", out, Path(trace_logdir))
+        ensure_writable_dir(trace_logdir)
+        rows = import_osworld(file, split or "test_all", out, trace_logdir)
         typer.echo(f"imported {len(rows)} task folder(s) of {file} → {out} (traces in {trace_logdir}/)")
         return
     if format == "cybench":
         from qitos.benchmark.cybench.interop import import_results as import_cybench
 
-        ensure_writable_dir(Path(trace_logdir))
-        rows = import_cybench(file, out, Path(trace_logdir))
+        ensure_writable_dir(trace_logdir)
+        rows = import_cybench(file, out, trace_logdir)
         typer.echo(f"imported {len(rows)} run log(s) of {file} → {out} (traces in {trace_logdir}/)")
         return
     from qitos.benchmark.tau_bench.interop import import_results
-    ensure_writable_dir(Path(trace_logdir))
-    rows = import_results(file, subset, split or "test", out, Path(trace_logdir))
+
+    ensure_writable_dir(trace_logdir)
+    rows = import_results(file, subset, split or "test", out, trace_logdir)
     typer.echo(f"imported {len(rows)} trajectories of {file} → {out} (traces in {trace_logdir}/)")

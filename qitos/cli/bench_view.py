@@ -118,7 +118,7 @@ def evaluate_files(paths: list[Path], by: list[str]) -> dict[str, Any]:
 
 def _evaluate_files(paths: list[Path], by: list[str]) -> dict[str, Any]:
     from qitos.benchmark.metrics import CONFIG_FIELDS, ROW_REQUIRED, evaluate_rows, known_fields
-    from qitos.benchmark.formats import refuse_foreign_format
+    from qitos.benchmark.formats import refuse_foreign_format, require_file
     from qitos.benchmark.results import RowIssue, TraceCheck, discredit, iter_numbered_rows
 
     from .errors import UsageError
@@ -128,10 +128,10 @@ def _evaluate_files(paths: list[Path], by: list[str]) -> dict[str, Any]:
     check = TraceCheck()
     mismatches, examples = 0, []
     for path in paths:
-        if not path.is_file():
-            raise UsageError(f"--input {path}: no such file")
+        require_file(path)
         refuse_foreign_format(path)  # an export given back: name it and the command that reads it
     for path in paths:
+        before, noted = len(rows), len(issues)
         for line, row in iter_numbered_rows(path, issues, required=ROW_REQUIRED, strict=True):
             problem = check.problem(row, path)
             if problem is not None:
@@ -141,6 +141,8 @@ def _evaluate_files(paths: list[Path], by: list[str]) -> dict[str, Any]:
                 if row.get("success") is True:
                     discredit(row, problem)
             rows.append(row)
+        if len(rows) == before:  # nothing to count is bad input, never "0 rows" and exit 0
+            raise UsageError(_no_rows(path, issues[noted:]))
     settings = [b for b in by if b in CONFIG_KEYS and not any(b in r for r in rows)]
     if settings and rows:  # `--by top_p`: a configuration setting, read from the RunSpec of each row's trace
         from qitos.benchmark.metrics import group_rows
@@ -229,6 +231,15 @@ def print_notes(issues: list[Any], err: bool = True) -> None:
         shown.append(f"and {len(issues) - NOTES_SHOWN} more" + ("" if err else " (--json lists them all)"))
     for line in shown:  # Text, not markup: nothing in a note is read as a style
         target.print(Text.assemble(("note:", "yellow"), " ", line))
+
+
+def _no_rows(path: Path, issues: list[Any]) -> str:
+    """One line for a file with no result row: empty, or what its first unreadable line is."""
+    fix = "give the results JSONL `qit bench run --output` writes (one row object per line)"
+    if not issues:
+        return f"--input {path}: the file is empty (no result rows); {fix}"
+    first = issues[0]
+    return (f"--input {path}: no result rows in {len(issues)} line(s) (line {first.line}: {first.message}); {fix}")
 
 
 def require_run_dir(run: Path) -> None:

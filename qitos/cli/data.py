@@ -35,7 +35,7 @@ def list_(data_dir: DataDir = None) -> None:
         report = verify(source, root)
         status = "verified" if report.verified else ("absent" if not report.present else
                                                      f"{len(report.missing)} missing, {len(report.mismatched)} changed")
-        rows.append((name, status, f"{report.ok}/{len(source.files)} pinned",
+        rows.append((name, status, f"{report.ok}/{len(source.files) + len(source.converted)} pinned",
                      f"{source.archive.split('/archive/')[0]} @ {source.commit[:10]}"))
     for name in GATED:
         present = (root / name).exists()
@@ -76,9 +76,11 @@ def verify_cmd(name: Annotated[Optional[str], typer.Argument(help="dataset (defa
             typer.echo(f"{source.name}: verified ({report.ok} files match their pinned sha256)")
         else:
             bad = True
-            typer.echo(f"{source.name}: {len(report.mismatched)} changed, {len(report.missing)} missing")
-            for rel in (report.mismatched + report.missing)[:10]:
-                typer.echo(f"  {rel}")
+            named = [f"{rel} (changed)" for rel in report.mismatched] + [f"{rel} (missing)" for rel in report.missing]
+            more = f" and {len(named) - 5} more" if len(named) > 5 else ""
+            typer.echo(f"{source.name}: {len(report.mismatched)} file(s) differ from their pinned sha256 and "
+                       f"{len(report.missing)} are missing under {report.path}: {', '.join(named[:5])}{more}; "
+                       f"`qit data fetch {source.name}` installs the pinned copy again")
     if bad:
         raise typer.Exit(EXIT_RUN_FAILED)
 

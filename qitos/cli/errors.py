@@ -47,5 +47,12 @@ def user_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except _user_error_types() as exc:
             fail(str(exc))
+        except OSError as exc:  # a full disk, a read-only folder, a directory where a file belongs: one line
+            from .paths import os_error_line
+
+            line = os_error_line(exc)
+            if line is None:
+                raise
+            fail(*line)
 
     return wrapper  # type: ignore[return-value]

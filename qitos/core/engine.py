@@ -27,7 +27,7 @@ from qitos.trace.writer import TraceWriter, new_run_id
 
 from .agent import ActionResult, AgentModule, AgentState, StepOutcome
 from .decision import Decision
-from .stop import StopReason, run_status
+from .stop import StopReason, is_disk_full, run_status
 from .task import Task
 
 
@@ -63,7 +63,9 @@ def hash_json(value: Any) -> str:
 
 def generation_params(agent: AgentModule, model: Model) -> dict[str, Any]:
     """What each agent model call sends: the model's parameters, overridden by the agent's (None: not sent)."""
-    merged = {**model.params, **(getattr(agent, "model_params", None) or {})}
+    from qitos.models.generation import as_sent
+
+    merged = as_sent({**model.params, **(getattr(agent, "model_params", None) or {})})
     return {key: value for key, value in merged.items() if value is not None}
 
 
@@ -203,7 +205,8 @@ class _Run:
             reason, error = StopReason.MODEL_ERROR, str(exc)
             failure = {"type": "ModelError", "message": str(exc)}
         except Exception as exc:  # noqa: BLE001 - any crash must still finalize the trace
-            reason, error = StopReason.ERROR, f"{type(exc).__name__}: {exc}"
+            reason = StopReason.DISK_FULL if is_disk_full(exc) else StopReason.ERROR
+            error = f"{type(exc).__name__}: {exc}"
             failure = {"type": type(exc).__name__, "message": str(exc), "traceback": traceback.format_exc()}
         return self._finish(reason, error, failure)
 

@@ -21,12 +21,25 @@ class StopReason(str, Enum):
     SETUP_FAILED = "setup_failed"
     REQUIRES_UNAVAILABLE = "requires_unavailable"
     NOT_EXECUTED = "not_executed"
+    DISK_FULL = "disk_full"  # the machine's failure, not the agent's: unscored, run again by a plain rerun
 
 
 def run_status(reason: StopReason) -> str:
     """Manifest status for a stop reason: failures of the machinery are `failed`, not `completed`."""
     if reason is StopReason.CANCELLED:
         return "cancelled"
-    if reason in (StopReason.ERROR, StopReason.MODEL_ERROR, StopReason.SETUP_FAILED):
+    if reason in (StopReason.ERROR, StopReason.MODEL_ERROR, StopReason.SETUP_FAILED, StopReason.DISK_FULL):
         return "failed"
     return "completed"
+
+
+def is_disk_full(exc: BaseException | None) -> bool:
+    """Did `exc` (or what caused it) come from a full disk (ENOSPC, or a quota: EDQUOT)?"""
+    import errno
+
+    seen = 0
+    while exc is not None and seen < 20:
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False

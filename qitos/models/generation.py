@@ -16,6 +16,7 @@ from typing import Any
 from .base import ModelConfigError
 
 CLIENT_KEYS = ("request_timeout", "max_retries", "think_tags")
+SENT_KEYS = ("temperature", "max_tokens", "seed", "top_p", "reasoning_effort")  # request fields with their own flag
 DEFAULT_REQUEST_TIMEOUT = 120.0
 DEFAULT_MAX_RETRIES = 5
 REASONING_EFFORTS = ("minimal", "low", "medium", "high")
@@ -57,3 +58,21 @@ def check_generation(*, top_p: float | None = None, reasoning_effort: str | None
         raise ModelConfigError(f"{prefix}request-timeout {request_timeout}: must be more than 0 seconds")
     if extra_body is not None and not isinstance(extra_body, dict):
         raise ModelConfigError(f"{prefix}extra-body must be a JSON object")
+
+
+def as_sent(params: dict[str, Any]) -> dict[str, Any]:
+    """`params` as the request carries them: `extra_body` is merged into the request last, so a field it sets
+    (`--extra-body '{"temperature": 0.6}'`) replaces the flag's value, and the RunSpec records that one."""
+    extra = params.get("extra_body") if isinstance(params.get("extra_body"), dict) else {}
+    return {**params, **{key: extra[key] for key in SENT_KEYS if key in extra}}
+
+
+def replaced_flags(body: dict[str, Any] | None, flags: dict[str, Any], prefix: str = "--") -> list[str]:
+    """One warning per flag whose value an `--extra-body` field replaces (both given, different values)."""
+    out = []
+    for key, value in (flags or {}).items():
+        if body and key in body and value is not None and body[key] != value:
+            flag = prefix + key.replace("_", "-")
+            out.append(f"{prefix}extra-body sets {key} {json.dumps(body[key])}, which replaces {flag} {value} in "
+                       "every request (the RunSpec records what is sent); keep one")
+    return out

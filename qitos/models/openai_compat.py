@@ -24,6 +24,7 @@ from .base import EventSink, ModelConfigError, ModelError, ModelResponse, ToolCa
 from .generation import CLIENT_KEYS, DEFAULT_MAX_RETRIES, DEFAULT_REQUEST_TIMEOUT, check_generation
 from .pricing import cost_of
 from .reasoning import DEFAULT_TAGS, parse_think_tags, split_message
+from qitos.trace.writer import utc_now
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _CLIENT_LOCK = threading.Lock()
@@ -87,7 +88,10 @@ class OpenAICompatModel:
                  max_retries: int | None = None, backoff_seconds: float = 1.0, max_backoff_seconds: float = 60.0,
                  request_timeout: float | None = None, price_table: str | None = None) -> None:
         self.name = name
-        base_url = base_url or os.environ.get("OPENAI_BASE_URL")  # the SDK's own variable, honoured the same way
+        # the SDK's own variable, honoured the same way; a bad value is blamed on it, not on --base-url
+        from_env = not base_url and bool(os.environ.get("OPENAI_BASE_URL"))
+        self.url_source = "the environment variable OPENAI_BASE_URL" if from_env else "--base-url"
+        base_url = base_url or os.environ.get("OPENAI_BASE_URL")
         if not base_url and "/" in name:
             raise ModelConfigError(
                 f"model '{name}' looks like a Hugging Face id and no endpoint is given: serve it (vLLM, SGLang, "
@@ -100,7 +104,7 @@ class OpenAICompatModel:
             register_secret(secret)  # also caught where a message quotes it outside the URL
         self.shown_url = redact_url_credentials(self.base_url)  # the base URL for messages
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise ModelConfigError(f"--base-url '{self.shown_url}' is not an http(s) URL, "
+            raise ModelConfigError(f"{self.url_source} '{self.shown_url}' is not an http(s) URL, "
                                    "e.g. http://127.0.0.1:8000/v1")
         self.base_url_host = parsed.hostname
         self._port = parsed.port or (443 if parsed.scheme == "https" else 80)
@@ -136,7 +140,8 @@ class OpenAICompatModel:
             socket.create_connection((self.base_url_host, self._port), timeout=timeout).close()
         except OSError as exc:
             raise ModelConfigError(
-                f"cannot reach {self.shown_url} ({exc.strerror or exc}); start the server or fix --base-url") from None
+                f"cannot reach {self.shown_url} ({exc.strerror or exc}); start the server or fix "
+                f"{self.url_source}") from None
         self._get_client()
 
     def _get_client(self):
@@ -168,7 +173,7 @@ class OpenAICompatModel:
         try:
             body = json.loads(text)
         except json.JSONDecodeError:
-            raise _BadReply(f"the server did not answer with JSON ({text[:120]!r}); is --base-url the "
+            raise _BadReply(f"the server did not answer with JSON ({text[:120]!r}); is {self.url_source} the "
                             "OpenAI-compatible API root (usually ending in /v1)?") from None
         if not isinstance(body, dict) or not isinstance(body.get("choices"), list) or not body["choices"]:
             raise _BadReply(f"the reply has no choices: {text[:300]}")
@@ -197,8 +202,8 @@ class OpenAICompatModel:
 
         def before_sleep(state) -> None:
             exc = state.outcome.exception()
-            if on_event:
-                on_event("model_retry", {"attempt": state.attempt_number, "status_code": _status(exc),
+            if on_event:  # `ts`: this attempt's failure, kept when the events are written after the call
+                on_event("model_retry", {"ts": utc_now(), "attempt": state.attempt_number, "status_code": _status(exc),
                                          "error": f"{type(exc).__name__}: {str(exc)[:300]}",
                                          "wait_seconds": round(state.next_action.sleep, 3)})
 

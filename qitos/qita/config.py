@@ -82,10 +82,15 @@ class BoardConfig:
             self.allowed_hosts = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
     def validate(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise BoardConfigError(f"--port {self.port}: a port is 1 to 65535 (0 = any free port), e.g. --port 8765")
         if not self.logdir.is_dir():
             raise BoardConfigError(f"--logdir {self.logdir}: no such directory; point it at a folder of QitOS runs "
                                    "(the --trace-logdir of `qit bench run`, 'runs' by default)")
         for path in self.results:
+            if path.is_dir():
+                raise BoardConfigError(f"--results {path}: is a directory; give results JSONL file(s), e.g. "
+                                       f"--results {path}/*.jsonl")
             if not path.is_file():
                 raise BoardConfigError(f"--results {path}: no such file")
         if self.token is not None and not TOKEN_SHAPE.match(self.token):

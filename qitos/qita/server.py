@@ -6,6 +6,7 @@ address is known (and printable) before the first request.
 
 from __future__ import annotations
 
+import errno
 import socket
 import threading
 import time
@@ -22,10 +23,18 @@ def bind(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host.strip("[]"), port))
+    except OverflowError:  # a port past 65535 (BoardConfig.validate says so first)
+        sock.close()
+        raise BoardConfigError(f"--port {port}: a port is 1 to 65535 (0 = any free port), e.g. --port 8765") from None
     except OSError as exc:
         sock.close()
-        hint = "pick another --port (or 0 for any free port)" if exc.errno in (98, 48) else "check --host"
-        raise BoardConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; {hint}") from exc
+        if exc.errno in (errno.EADDRINUSE, 48):
+            hint = f"--port {port} is in use (another board?); pick another --port, or 0 for any free port"
+        elif exc.errno == errno.EACCES:
+            hint = f"--port {port} is below 1024 and needs root; pick a port from 1024 up, e.g. --port 8765"
+        else:
+            hint = "check --host (an address of this machine, e.g. 127.0.0.1)"
+        raise BoardConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; {hint}") from None
     sock.listen(128)
     sock.set_inheritable(True)
     return sock

@@ -33,6 +33,9 @@ class TraceDirError(OSError):
     """The log directory cannot be created or written (a user-fixable problem)."""
 
 
+_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")  # utc_now()'s shape
+
+
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -143,13 +146,17 @@ class TraceWriter:
         self._written[name] += len(data)
 
     def event(self, kind: str, phase: str, payload: dict[str, Any] | None = None, *, step_id: int | None = None,
-              ok: bool = True, error: str | None = None) -> int:
+              ok: bool = True, error: str | None = None, ts: str | None = None) -> int:
+        """Append one event; `ts` is when it happened when that was earlier than now (default: now)."""
         if self._finalized:
             return self._seq
+        if kind == "model_retry" and payload and isinstance(payload.get("ts"), str):  # a model's retry says when
+            ts, payload = ts or payload["ts"], {k: v for k, v in payload.items() if k != "ts"}
         self._seq += 1
         record = {
             "run_id": self.run_id, "seq": self._seq, "step_id": step_id, "phase": phase, "kind": kind,
-            "ok": ok, "ts": utc_now(), "payload": self.redactor.scrub(payload or {}),
+            "ok": ok, "ts": ts if ts and _TS.fullmatch(ts) else utc_now(),
+            "payload": self.redactor.scrub(payload or {}),
             "error": self.redactor.scrub_text(error) if error else None,
         }
         self._append(self._events, "events.jsonl", record)

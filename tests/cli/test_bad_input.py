@@ -1,9 +1,12 @@
-"""Bad input is caught up front (issue 26): each row runs the real CLI and expects exit 2, exactly one line on
-stderr (no traceback) naming the culprit, and nothing written (no results file, no run dir, no output file).
+"""Bad input is caught up front (issues 26 and 32): each row runs the real CLI and expects exit 2, exactly one line
+on stderr (no traceback) naming the culprit, and nothing written (no results file, no run dir, no output file, no
+empty runs/ left by a failed import). Filesystem, port and disk-full rows, which need a mount or a socket, are in
+test_bad_input_rows.py.
 
 To add a row, append a `Case` to `CASES`: the arguments after `qit`, the words the one line must contain, and
 the files the command needs (created in the working directory before the run; anything else that appears
-there afterwards counts as written). `{data}` in an argument is the benchmark data directory.
+there afterwards counts as written) and the environment it runs with. `{data}` in an argument is the benchmark
+data directory.
 """
 
 from __future__ import annotations
@@ -29,11 +32,13 @@ class Case:
     argv: tuple[str, ...]
     says: tuple[str, ...]  # words the error line must contain: the culprit, and what is allowed
     files: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)  # set for the command (e.g. OPENAI_BASE_URL)
 
 
 def run(name: str, benchmark: str, *args: str, says: tuple[str, ...], **files: str) -> Case:
     """A `qit bench run -b <benchmark> ...` row (results and traces would go to r.jsonl and runs/)."""
-    return Case(name, (*RUN, "-b", benchmark, *args), says, {k.replace("_", "."): v for k, v in files.items()})
+    return Case(name, (*RUN, "-b", benchmark, *args), says,
+                {k.replace("__", "/").replace("_", "."): v for k, v in files.items()})
 
 
 CASES: list[Case] = [
@@ -94,6 +99,63 @@ CASES: list[Case] = [
     run("temperature-negative", "tau-bench", "--temperature", "-0.5", says=("--temperature -0.5", "at least 0")),
     run("workers-0", "jsonl", "--root", "tasks.jsonl", "--workers", "0", says=("--workers", "at least 1"),
         tasks_jsonl=TASKS),
+    # -- issue 32: the quieter gaps -------------------------------------------------------------------------------
+    Case("eval-empty-file", ("bench", "eval", "--input", "r.jsonl"), ("--input r.jsonl", "the file is empty"),
+         {"r.jsonl": ""}),
+    Case("eval-csv", ("bench", "eval", "--input", "scores.csv"),
+         ("--input scores.csv", "no result rows in 3 line(s)", "line 1: not valid JSON"),
+         {"scores.csv": "task,score\nt0,1\nt1,0\n"}),
+    Case("eval-not-json", ("bench", "eval", "--input", "notes.txt"), ("--input notes.txt", "line 1: not valid JSON"),
+         {"notes.txt": "these are my notes\n"}),
+    Case("eval-json-but-no-rows", ("bench", "eval", "--input", "r.jsonl"),
+         ("--input r.jsonl", "line 1: not a result row"), {"r.jsonl": '{"a": 1}\n[1, 2]\n'}),
+    Case("eval-tasks-file", ("bench", "eval", "--input", "tasks.jsonl"),
+         ("--input tasks.jsonl: this is a tasks file", "qit bench run -b jsonl --root tasks.jsonl"),
+         {"tasks.jsonl": TASKS}),
+    Case("eval-tau-tasks-file", ("bench", "eval", "--input", "{data}/tau-bench/retail/tasks_test.json"),
+         ("retail/tasks_test.json: this is a JSON list, not JSON lines",)),
+    Case("eval-input-directory", ("bench", "eval", "--input", "results"),
+         ("--input results: is a directory", "--input results/r.jsonl"), {"results/r.jsonl": ROW}),
+    Case("export-input-directory", ("bench", "export", "--input", "results", "--format", "osworld", "--output", "o"),
+         ("--input results: is a directory",), {"results/r.jsonl": ROW}),
+    run("jsonl-root-directory", "jsonl", "--root", "tasks", says=("--root tasks: is a directory", "tasks/t.jsonl"),
+        tasks__t_jsonl=TASKS),
+    run("jsonl-misspelt-answer", "jsonl", "--root", "tasks.jsonl",
+        says=("tasks.jsonl line 3: unknown key 'answr'", "did you mean 'answer'?"),
+        tasks_jsonl=TASKS + json.dumps({"id": "t9", "question": "9+9?", "answr": "18"}) + "\n"),
+    run("jsonl-misspelt-question", "jsonl", "--root", "tasks.jsonl",
+        says=("tasks.jsonl line 1: unknown key 'qestion'", "did you mean 'question'?"),
+        tasks_jsonl=json.dumps({"id": "t0", "qestion": "1+1?", "answer": "2"}) + "\n"),
+    run("task-ids-empty", "jsonl", "--root", "tasks.jsonl", "--task-ids", "", says=("--task-ids ''", "names no task"),
+        tasks_jsonl=TASKS),
+    run("task-ids-commas", "tau-bench", "--task-ids", " , ", says=("--task-ids ' , '", "names no task")),
+    Case("env-base-url-not-http", (*RUN, "-b", "jsonl", "--root", "tasks.jsonl", "--model-name", "m"),
+         ("the environment variable OPENAI_BASE_URL 'ftp://127.0.0.1/v1' is not an http(s) URL",),
+         {"tasks.jsonl": TASKS}, {"OPENAI_BASE_URL": "ftp://127.0.0.1/v1"}),
+    Case("env-base-url-unreachable", (*RUN, "-b", "jsonl", "--root", "tasks.jsonl", "--model-name", "m"),
+         ("cannot reach http://127.0.0.1:9/v1", "fix the environment variable OPENAI_BASE_URL"),
+         {"tasks.jsonl": TASKS}, {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}),
+    Case("flag-base-url-unreachable", (*RUN, "-b", "jsonl", "--root", "tasks.jsonl", "--model-name", "m",
+                                       "--base-url", "http://127.0.0.1:9/v1"),
+         ("cannot reach http://127.0.0.1:9/v1", "fix --base-url"), {"tasks.jsonl": TASKS},
+         {"OPENAI_BASE_URL": "http://127.0.0.1:7/v1"}),
+    Case("output-is-a-directory", (*RUN[:2], "--output", "results", *RUN[4:], "-b", "jsonl", "--root", "tasks.jsonl"),
+         ("--output results: is a directory", "--output results/results.jsonl"),
+         {"tasks.jsonl": TASKS, "results/old.txt": "x"}),
+    Case("output-under-a-file", (*RUN[:2], "--output", "tasks.jsonl/r.jsonl", *RUN[4:], "-b", "jsonl", "--root",
+                                 "tasks.jsonl"), ("--output tasks.jsonl/r.jsonl", "is a file, not a folder"),
+         {"tasks.jsonl": TASKS}),
+    run("trace-logdir-is-a-file", "jsonl", "--root", "tasks.jsonl", "--runner", "tests.support.runners:oracle",
+        "--validator", "--trace-logdir", "tasks.jsonl", says=("cannot write traces to 'tasks.jsonl'", "--trace-logdir"),
+        tasks_jsonl=TASKS),
+    Case("export-output-is-a-directory", ("bench", "export", "--input", "r.jsonl", "--format", "csv", "--output", "out"),
+         ("out: a directory is where a file is expected",), {"r.jsonl": ROW, "out/keep.txt": "x"}),
+    Case("import-missing-file", ("bench", "import", "--format", "tau-bench", "nope.json", "--output", "i.jsonl"),
+         ("nope.json",)),
+    Case("import-not-json", ("bench", "import", "--format", "tau-bench", "up.json", "--output", "i.jsonl"),
+         ("up.json",), {"up.json": "not json"}),
+    Case("import-output-is-a-directory", ("bench", "import", "--format", "tau-bench", "up.json", "--output", "res"),
+         ("--output res: is a directory",), {"up.json": "[]", "res/keep.txt": "x"}),
     # -- export ------------------------------------------------------------------------------------------------
     Case("export-unknown-format", ("bench", "export", "--input", "r.jsonl", "--format", "xml", "--output", "out.txt"),
          ("--format 'xml'", "csv, md, gaia-submission, tau-bench"), {"r.jsonl": ROW}),
@@ -107,11 +169,12 @@ def _tree(root: Path) -> dict[str, tuple[int, int]]:
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_bad_input_is_one_line_exit_2_nothing_written(case: Case, tmp_path: Path) -> None:
     for name, text in case.files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     before = _tree(tmp_path)
     data = os.environ.get("QITOS_DATA_DIR", str(Path.home() / ".cache" / "qitos" / "data"))
     done = qit(*(a.replace("{data}", data) for a in case.argv), cwd=tmp_path, timeout=120,
-               env={"QITOS_DATA_DIR": data, "QITOS_OSWORLD_CONTROLLER": ""})
+               env={"QITOS_DATA_DIR": data, "QITOS_OSWORLD_CONTROLLER": "", "OPENAI_BASE_URL": "", **case.env})
     assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr

@@ -80,6 +80,9 @@ def test_fetch_resumes_a_partial_download_and_verifies(tmp_path, archive_server)
     (cache / f"osworld-{source.commit[:12]}.tar.gz.part").write_bytes(RangeHandler.payload[:half])
     report = fetch("osworld", tmp_path / "data", source=source)
     assert report.verified and report.ok == len(source.files)
+    installed = {p.relative_to(tmp_path / "data" / "osworld").as_posix()
+                 for p in (tmp_path / "data" / "osworld").rglob("*") if p.is_file()}
+    assert installed == set(source.files)  # every file fetch wrote is pinned
     assert RangeHandler.requests == [f"bytes={half}-"]
     assert json.loads((tmp_path / "data" / "osworld" / "evaluation_examples" / "test_all.json").read_text())
 
@@ -126,9 +129,12 @@ def test_tau_bench_fetch_installs_data_and_upstream_protocol_files(tmp_path, arc
     source = Source(**{**vars(get_source("tau-bench")), "archive": archive_server})
     assert sum(1 for rel in source.files if rel.startswith("upstream/")) == 103
     report = fetch("tau-bench", tmp_path / "data", source=source)
-    assert report.verified and report.ok == len(source.files)
+    assert report.verified and report.ok == len(source.files) + len(source.converted)
     for rel in [*source.files, *source.converted]:  # converted data and upstream/ byte-identical to the shared copy
         assert (tmp_path / "data" / "tau-bench" / rel).read_bytes() == (data / rel).read_bytes(), rel
+    installed = {p.relative_to(tmp_path / "data" / "tau-bench").as_posix()
+                 for p in (tmp_path / "data" / "tau-bench").rglob("*") if p.is_file()}
+    assert installed == {*source.files, *source.converted}  # every file fetch wrote is pinned, so verify checks it
 
 
 def test_missing_upstream_files_name_the_fetch_command(tmp_path):
@@ -136,3 +142,25 @@ def test_missing_upstream_files_name_the_fetch_command(tmp_path):
 
     with pytest.raises(UpstreamMissingError, match="qit data fetch tau-bench"):
         load_upstream(tmp_path)
+
+
+def test_verify_checks_every_installed_file_against_its_pin(tmp_path):
+    """`qit data verify tau-bench` fails, naming the file, when a converted task file is cut short (issue 32)."""
+    import shutil
+
+    data = require_data("tau-bench")
+    copy = tmp_path / "data" / "tau-bench"
+    shutil.copytree(data, copy, copy_function=shutil.copyfile, ignore=shutil.ignore_patterns("conformance"))
+    source = get_source("tau-bench")
+    assert "retail/tasks_test.json" in source.converted  # pinned, not only required to exist
+    ok = qit("data", "verify", "tau-bench", "--data-dir", tmp_path / "data", cwd=tmp_path)
+    assert ok.returncode == 0 and "tau-bench: verified" in ok.stdout, ok.stdout + ok.stderr
+    tasks = copy / "retail" / "tasks_test.json"
+    tasks.write_bytes(tasks.read_bytes()[:1000])
+    cut = qit("data", "verify", "tau-bench", "--data-dir", tmp_path / "data", cwd=tmp_path)
+    assert cut.returncode == 1 and "Traceback" not in cut.stderr, cut.stderr
+    [line] = cut.stdout.splitlines()
+    assert "retail/tasks_test.json (changed)" in line and "`qit data fetch tau-bench`" in line, line
+    tasks.unlink()
+    gone = qit("data", "verify", "tau-bench", "--data-dir", tmp_path / "data", cwd=tmp_path)
+    assert gone.returncode == 1 and "retail/tasks_test.json (missing)" in gone.stdout

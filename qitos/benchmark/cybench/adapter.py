@@ -261,6 +261,17 @@ class CybenchAdapter(BenchmarkAdapter):
             self.golds.keep(record.task_id, record)
         return filter_tasks([self.to_task(t, split, variant, load.subset) for t in records], load)
 
+    def dataset_digest(self, load: LoadOptions, tasks: list[Task]) -> str:
+        """The base digest (tasks, parsed records) and each task's metadata.json as written: the fields the parsed
+        record leaves out (`tools`, `stateful_shell`, a subtask's `tools`, ...) are part of the dataset too."""
+        import hashlib
+
+        h = hashlib.sha256(super().dataset_digest(load, tasks).encode())
+        for task in tasks:
+            meta = Path(self.golds.get(task.id).task_dir) / "metadata" / "metadata.json"
+            h.update(hashlib.sha256(meta.read_bytes()).digest() if meta.is_file() else b"(no metadata.json)")
+        return h.hexdigest()[:16]
+
     @staticmethod
     def to_task(record: CybenchTask, split: Split, variant: Variant, subset: str | None = None) -> Task:
         """A kernel Task: the prompt as objective; no answers (they stay in the adapter's gold book)."""

@@ -118,7 +118,7 @@ def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
 
 
 def copy_digest(questions: list[GaiaQuestion]) -> str:
-    """16 hex over the content of a split (questions, answers, attachment bytes), not its location."""
+    """16 hex over the content of a split (every field of each question, attachment bytes), not its location."""
     h = hashlib.sha256()
     for q in sorted(questions, key=lambda q: q.task_id):
         attachment = None
@@ -126,6 +126,8 @@ def copy_digest(questions: list[GaiaQuestion]) -> str:
             stat = q.file_path.stat()
             attachment = _file_sha256(str(q.file_path), stat.st_size, stat.st_mtime_ns)
         h.update(json.dumps([q.task_id, q.question, q.level, q.final_answer, q.file_name, attachment]).encode())
+        if q.annotator_metadata:  # the reference steps and tools too (left out of older digests when absent)
+            h.update(json.dumps(q.annotator_metadata, sort_keys=True, default=str).encode())
     return h.hexdigest()[:16]
 
 

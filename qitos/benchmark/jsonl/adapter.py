@@ -22,12 +22,48 @@ def _root(load: LoadOptions) -> Path:
     if load.root is None:
         raise BenchmarkUsageError("the jsonl benchmark needs --root <tasks.jsonl>")
     root = Path(load.root)
+    if root.is_dir():
+        found = sorted(p.name for p in root.glob("*.jsonl"))[:3]
+        example = root / (found[0] if found else "tasks.jsonl")
+        raise BenchmarkUsageError(f"--root {root}: is a directory; the jsonl benchmark reads one file of "
+                                  f"{{id, question, answer}} rows, e.g. --root {example}")
     if not root.is_file():
         raise BenchmarkUsageError(f"--root {root}: no such file; give a JSONL file of {{id, question, answer}} rows")
     return root
 
 
-def read_task_rows(path: Path) -> list[dict[str, Any]]:
+KEYS = ("id", "question", "answer", "files")
+
+
+def _misspelt(path: Path, number: int, row: dict[str, Any]) -> None:
+    """A key close to a known one it stands in for (`answr`) is a typo: refused, never run unscored."""
+    import difflib
+
+    for key in row:
+        if key in KEYS:
+            continue
+        close = [k for k in difflib.get_close_matches(str(key), KEYS, n=1, cutoff=0.6) if k not in row]
+        if close:
+            raise BenchmarkUsageError(f"{path} line {number}: unknown key '{key}' (did you mean '{close[0]}'?); "
+                                      f"a task row has the keys {', '.join(KEYS)}")
+
+
+def task_warnings(path: Path, rows: list[dict[str, Any]], numbers: list[int]) -> list[str]:
+    """One line each for rows that run unscored (no `answer`) and for keys that are ignored."""
+    out = []
+    unlabeled = [(n, str(r["id"])) for n, r in zip(numbers, rows) if r.get("answer") is None]
+    if unlabeled:
+        where = ", ".join(f"line {n} ({i})" for n, i in unlabeled[:3]) + (" ..." if len(unlabeled) > 3 else "")
+        out.append(f"{path}: {len(unlabeled)} task(s) have no 'answer' ({where}): they run unscored "
+                   "(success null); add an answer to score them")
+    ignored = sorted({str(k) for r in rows for k in r if k not in KEYS})
+    if ignored:
+        out.append(f"{path}: key(s) {', '.join(ignored)} are ignored; a task row has the keys {', '.join(KEYS)}")
+    return out
+
+
+def read_task_rows(path: Path, numbers: list[int] | None = None) -> list[dict[str, Any]]:
+    """The task rows of `path` (their line numbers appended to `numbers` when given)."""
     rows, seen = [], set()
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -38,6 +74,7 @@ def read_task_rows(path: Path) -> list[dict[str, Any]]:
             raise BenchmarkUsageError(f"{path} line {number}: not valid JSON ({exc.msg})") from None
         if not isinstance(row, dict):
             raise BenchmarkUsageError(f"{path} line {number}: expected an object with id, question, answer")
+        _misspelt(path, number, row)
         missing = [k for k in ("id", "question") if not row.get(k)]
         if missing:
             raise BenchmarkUsageError(f"{path} line {number}: missing field(s) {missing}")
@@ -48,6 +85,8 @@ def read_task_rows(path: Path) -> list[dict[str, Any]]:
             if not (path.parent / f).exists():
                 raise BenchmarkUsageError(f"{path} line {number}: file '{f}' not found next to the JSONL file")
         rows.append(row)
+        if numbers is not None:
+            numbers.append(number)
     return rows
 
 
@@ -90,8 +129,10 @@ class JsonlBenchmark(BenchmarkAdapter):
         scorer = self.resolve_options(load.options)["scorer"]
         get_scorer(scorer)
         self.scorer = scorer  # the run's configuration picks the scorer, never a task the agent holds
-        tasks = []
-        for row in read_task_rows(path):
+        tasks, numbers = [], []
+        rows = read_task_rows(path, numbers)
+        self.load_warnings = task_warnings(path, rows, numbers)  # said once before the run (runner.plan_batch)
+        for row in rows:
             task = Task(
                 id=str(row["id"]),
                 objective=str(row["question"]),
@@ -102,6 +143,18 @@ class JsonlBenchmark(BenchmarkAdapter):
                 self.golds.keep(task.id, row["answer"])
             tasks.append(task)
         return filter_tasks(tasks, load)
+
+    def dataset_digest(self, load: LoadOptions, tasks: list[Task]) -> str:
+        """The tasks with their gold (base), and the bytes of every file a task names: an edited attachment is
+        another dataset."""
+        import hashlib
+
+        h = hashlib.sha256(super().dataset_digest(load, tasks).encode())
+        for task in tasks:
+            for resource in task.resources:
+                data = Path(resource.path).read_bytes() if Path(resource.path).is_file() else b"(not a file)"
+                h.update(hashlib.sha256(data).digest())
+        return h.hexdigest()[:16]
 
     def shipped_files(self, load: LoadOptions) -> list[Path]:
         """The files the rows name travel with the task file to Ray nodes."""

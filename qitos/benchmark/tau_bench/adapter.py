@@ -35,6 +35,7 @@ from ..errors import BenchmarkUsageError
 from ..sides.contract import AgentCallRefused, AgentEnvSpec
 from .agent_env import FACTORY, FOLDER, build_env
 from .data import DOMAIN_SPLITS, DomainData, load_domain
+from .digest import canonical_json
 from .domain import agent_files
 from .errors import TauDataError
 from .options import TauOptions
@@ -159,12 +160,19 @@ class TauBenchAdapter(BenchmarkAdapter):
         )  # fmt: skip
 
     def dataset_digest(self, load: LoadOptions, tasks: list[Task]) -> str:
-        """The selected tasks (gold included), the pristine database, the policy and the tool schemas."""
+        """Every field of every selected task (the user's id and instruction, what the simulated user acts out,
+        as well as the gold actions and outputs), the pristine database, the policy, its rules and the tool
+        schemas: a task changed in any of them is another dataset, so another configuration."""
         h = hashlib.sha256(super().dataset_digest(load, tasks).encode())
+        for task in tasks:
+            meta = task.metadata
+            source = load_data(load, meta["subset"]).task(meta["split"], int(meta["task_index"]))
+            h.update(canonical_json(source.model_dump(mode="json")).encode())
         for domain in sorted({t.metadata["subset"] for t in tasks}):
             data = load_data(load, domain)
             h.update(data.pristine.digest().encode())
             h.update(data.wiki.encode())
+            h.update(json.dumps(data.rules, sort_keys=True).encode())
             h.update(json.dumps(data.tools_info, sort_keys=True).encode())
         return h.hexdigest()[:16]
 
