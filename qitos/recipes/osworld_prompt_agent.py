@@ -115,6 +115,7 @@ class CallOutcome:
     text: str | None
     then: str | None = None
     content: str = ""  # what the content was, when it was not text ("null", "list", ...)
+    failure: str = ""  # how the call failed (for the trace's parse_result)
 
 
 def call_outcome(response: ModelResponse, resend_code: str) -> CallOutcome:
@@ -124,13 +125,14 @@ def call_outcome(response: ModelResponse, resend_code: str) -> CallOutcome:
         return CallOutcome(response.text or "")
     failure = raw.get("failure")
     if isinstance(failure, dict):
+        said = f"the call failed (HTTP {failure.get('status_code')}: {failure.get('error')}); upstream's reply is ''"
         if failure.get("status_code") in (None, 200):  # no answer, or a 200 that is not a completion: it raises
-            return CallOutcome("")
+            return CallOutcome("", failure=said)
         try:
             code = json.loads(failure.get("body") or "")["error"]["code"]
         except Exception:  # noqa: BLE001 - upstream's lookup of the error code raises here: predict answers ""
-            return CallOutcome("")
-        return CallOutcome("", "resend" if code == resend_code else "wait")
+            return CallOutcome("", failure=said)
+        return CallOutcome("", "resend" if code == resend_code else "wait", failure=said)
     try:
         content = raw["choices"][0]["message"]["content"]
     except (KeyError, IndexError, TypeError):  # upstream's lookup raises: predict answers ""
@@ -158,6 +160,7 @@ class PromptAgentParser(Parser):
             return ParseResult(ok=False, diagnostics=[
                 f"content: {outcome.content}: the reply's content is not text, and upstream's parser raises on it"])
         self.reply = text = outcome.text
+        notes = [outcome.failure] if outcome.failure else []
         if self.observation_type == "som":
             actions: list[Any] = parse_code_from_som_string(text, self.masks)
         elif self.action_space == "pyautogui":
@@ -167,8 +170,8 @@ class PromptAgentParser(Parser):
                 actions = parse_actions_from_string(text)
             except ValueError as exc:
                 return ParseResult(ok=False, decision=Decision(mode="act", actions=first) if first else None,
-                                   diagnostics=[str(exc)[:300]])
-        return ParseResult(ok=True, decision=Decision(
+                                   diagnostics=notes + [str(exc)[:300]])
+        return ParseResult(ok=True, diagnostics=notes, decision=Decision(
             mode="act", actions=first + [Action(name="execute", arguments={"action": a}) for a in actions]))
 
 

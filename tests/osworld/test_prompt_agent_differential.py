@@ -186,6 +186,7 @@ def _waits(events: list[dict[str, Any]]) -> list[list[Any]]:
     for event in events:
         payload = event["payload"]
         if event["kind"] == "env_step":
+            assert payload["seconds"] >= sum(payload["sleeps"]) - 0.005, payload  # slept, not only planned
             out += [["step", s] for s in payload["sleeps"]]
         elif event["kind"] == "tool_result" and payload["name"] == "failed_call" and "waited" in payload["output"]:
             seconds = float(payload["output"].rsplit("waited ", 1)[1].split(" ")[0])

@@ -4,7 +4,9 @@ The engine drives it through its optional hooks: `bind_events` (each executed ac
 event holding the exact command sent to the VM), `reset` (first observation), `is_terminal` (DONE or FAIL
 ends the episode → stop reason `env_terminal`), `step_summary` (the step's `state_diff`) and
 `take_visual_assets` (screenshots are written into the run directory, so traces stay self-contained).
-The recipe's `computer` tool calls `step`, and reads `observation` for the screenshot and accessibility tree.
+The recipe's `computer` tool calls `step`, and reads `observation` for the screenshot and accessibility tree; the
+`prompt-agent` recipe calls `run_plan` instead, with what upstream's own `DesktopEnv.step` does with the action
+(`upstream_step.py`), so its actions are validated, worded and waited on as upstream's are, not by `actions.py`.
 
 `final_state()` is what the scoring side reads after the episode: the actions sent and the last one (DONE, FAIL).
 The env holds no evaluator; the scoring side scores with its own provider (`agent_env.py` builds the agent's).
