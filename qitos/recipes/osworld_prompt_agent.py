@@ -7,9 +7,8 @@ to it ("No valid action" where there was none), then the current observation; th
 `model`, `messages`, `max_tokens`, `top_p` and `temperature` (no seed, no tools). The reply is parsed as
 upstream parses it (`parse_code_from_string`, `parse_actions_from_string`, `parse_code_from_som_string`) and
 every action runs in the VM in order, stopping after DONE or FAIL; a reply with no action runs nothing and the
-next step sees the same screen. pyautogui code goes to the VM controller's `/execute` as upstream's controller
-sends it (`qitos.benchmark.osworld.actions`). The run's `--max-steps` (default 15, upstream's `max_steps`)
-bounds the number of predictions.
+next step sees the same screen. The run's `--max-steps` (default 15, upstream's `max_steps`) bounds the number of
+predictions.
 
 The texts come from upstream's files (read by the scoring side, `qitos.benchmark.osworld.prompt_texts`) through
 the env (`env.texts`); the observation processing is `osworld_perception.py`.

@@ -12,15 +12,25 @@ function of what ran on it (one screen is large enough to be trimmed), and each 
 the request's messages, so one side's divergence changes what follows.
 
 Compared per episode: every request body (the messages with their image parts, and which parameters are sent:
-model, messages, max_tokens, top_p, temperature and nothing else), the actions, the pyautogui commands sent to
-`/execute` (the VM's own record), and how the episode ended (done, step budget, or upstream's exception). Some
-pairs run with other options on both sides (history windows of 1, 0 and 2; other sampling values), and QitOS's
-RunSpec must record them resolved.
+model, messages, max_tokens, top_p, temperature and nothing else), the actions, the commands sent to `/execute`
+(upstream's from the VM's own record; computer_13's with upstream's random MOVE_TO duration and easing masked),
+the waits (upstream's recorded, QitOS's from its trace and really slept), and how the episode ended (done, step
+budget, or upstream's exception, which QitOS leaves unscored as upstream writes no result). Some pairs run with
+other options on both sides (history windows of 1, 0 and 2; other sampling values), and QitOS's RunSpec must
+record them resolved.
 
-Counts (deterministic, printed with `-s`): 147 episodes, 315 requests, 292 actions and 128 pyautogui `/execute`
-commands equal; endings 62 done (DONE/FAIL), 49 at the step budget, 36 upstream exceptions (computer_13 replies
-that are not JSON, or actions upstream's controller refuses: an unknown type, a key not in its KEYBOARD_KEYS). The computer_13 commands themselves are not compared: upstream's controller words them with a
-random easing and duration, QitOS's as before (`actions.py`). About 100 s on 2 cores.
+Counts (deterministic, printed with `-s`): 147 episodes, 315 requests, 292 actions, 198 `/execute` commands (128
+pyautogui, 70 from computer_13 actions) and 324 waits equal; endings 62 done (DONE/FAIL), 49 at the step budget,
+36 upstream exceptions (computer_13 replies that are not JSON, or actions upstream's step raises on: an unknown
+type, a key not in its KEYBOARD_KEYS). About 15 minutes on a loaded 2-core machine (100 s alone).
+
+The edges (`test_failed_calls_and_malformed_actions_are_upstreams`), one episode per scenario of
+`prompt_agent_desk.FAILURES` (a 500 once, a 500 on every call, a 502 HTML page, context length exceeded on later
+steps, context length exceeded even after upstream's shorter resend, a reply whose content is null) in
+a11y_tree × pyautogui and screenshot × computer_13, and of `MALFORMED` (the computer_13 actions upstream runs oddly,
+skips or raises on) in computer_13, with `sleep_after_execution` 0.1: 16 episodes, 44 requests (upstream's resends
+included), 21 actions, 15 `/execute` commands and 28 waits equal; endings 3 done, 4 at the step budget, 9 upstream
+exceptions. About 2 minutes.
 """
 
 from __future__ import annotations
