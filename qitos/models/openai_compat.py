@@ -255,8 +255,9 @@ class OpenAICompatModel:
         response = getattr(exc, "response", None)
         status = 200 if isinstance(exc, _BadReply) else _status(exc)
         body = exc.body if isinstance(exc, _BadReply) else getattr(response, "text", None) if status else None
-        return ModelResponse(model=self.name, finish_reason="error", raw={"failure": {
-            "status_code": status, "body": body, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}})
+        failure = {"status_code": status, "body": body, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        return ModelResponse(model=self.name, finish_reason="error", raw={"failure": failure},
+                             cost=cost_of(self.name, Usage(), self.price_table))  # nothing billed: 0 where priced
 
     def _to_response(self, raw: dict[str, Any], latency: float, attempt: int,
                      tags: tuple[str, str] | None = DEFAULT_TAGS) -> ModelResponse:

@@ -251,9 +251,11 @@ class PromptAgent(AgentModule):
             said = ""
             if resend:
                 again = model.complete([agent._sent[0], agent._sent[-1]], None, **agent.model_params)
-                failure = (again.raw or {}).get("failure") if isinstance(again.raw, dict) else None
+                failure = again.raw.get("failure") if isinstance(again.raw, dict) else None
                 status = failure.get("status_code") if isinstance(failure, dict) else 200
-                said = f"resent [system, last user]: HTTP {status} (upstream discards its answer); "
+                said = (f"resent [system, last user]: HTTP {status}, {again.usage.prompt_tokens}+"
+                        f"{again.usage.completion_tokens} tokens (upstream discards its answer; these tokens are "
+                        "not in the run's usage); ")
                 if status != 200:  # upstream returns "" at once
                     return said + "no wait"
             time.sleep(wait)
