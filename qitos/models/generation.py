@@ -4,8 +4,10 @@ Sent with each request: `top_p`, `reasoning_effort`, and `extra_body` (a JSON ob
 into the request body, for server-specific fields such as vLLM's
 `chat_template_kwargs: {"enable_thinking": false}`, `top_k`, `min_p`, `repetition_penalty`).
 Client settings (CLIENT_KEYS) say how a request is sent and read, and are never part of its body:
-`request_timeout`, `max_retries`, `think_tags`. All of them are the RunSpec's `generation`, so they are in
-its fingerprint, and `qit bench eval` and the board tell configurations apart by them.
+`request_timeout`, `max_retries`, `think_tags`, and `failure_reply` (a call option only an agent sets: a call that
+fails, after its retries, returns a response describing the failure instead of raising; for an agent whose
+upstream treats a failed call as a reply). All of them are the RunSpec's `generation`, so they are in its
+fingerprint, and `qit bench eval` and the board tell configurations apart by them.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 from .base import ModelConfigError
 
-CLIENT_KEYS = ("request_timeout", "max_retries", "think_tags")
+CLIENT_KEYS = ("request_timeout", "max_retries", "think_tags", "failure_reply")
 SENT_KEYS = ("temperature", "max_tokens", "seed", "top_p", "reasoning_effort")  # request fields with their own flag
 DEFAULT_REQUEST_TIMEOUT = 120.0
 DEFAULT_MAX_RETRIES = 5

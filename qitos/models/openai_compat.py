@@ -4,7 +4,9 @@ The API key is read from an environment variable at call time and never stored o
 object's public fields or written anywhere; a password in the base URL (`http://user:pw@host/v1`)
 is registered as a secret and left out of messages (`shown_url`). Retries (429, 5xx, timeouts,
 connection errors) use exponential backoff with jitter, honour Retry-After, and each failed
-attempt is reported to the trace as a `model_retry` event.
+attempt is reported to the trace as a `model_retry` event. An agent whose upstream treats a failed call as a
+reply sets the call option `failure_reply` (with `max_retries` 0 for none): the failure then comes back as a
+response whose `raw["failure"]` holds the status and body, instead of a `ModelError`.
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ _BEARER_AUTH: dict[str, Any] = {"security": {"bearer_auth": True}}  # as chat.co
 class _BadReply(ValueError):
     """The endpoint answered 200 with something that is not a chat completion (not retried)."""
 
+    def __init__(self, message: str, body: str = "") -> None:
+        super().__init__(message)
+        self.body = body
+
 
 def _status(exc: BaseException) -> int | None:
     return getattr(exc, "status_code", None)
@@ -47,6 +53,13 @@ def _retryable(exc: BaseException) -> bool:
         return True
     status = _status(exc)
     return status is not None and (status == 429 or status >= 500 or status == 408)
+
+
+def _is_api_error(exc: BaseException) -> bool:
+    """An HTTP status, connection or timeout error of the SDK (not a bug in QitOS)."""
+    import openai
+
+    return isinstance(exc, openai.APIError)
 
 
 def _retry_after(exc: BaseException | None) -> float | None:
@@ -174,9 +187,9 @@ class OpenAICompatModel:
             body = json.loads(text)
         except json.JSONDecodeError:
             raise _BadReply(f"the server did not answer with JSON ({text[:120]!r}); is {self.url_source} the "
-                            "OpenAI-compatible API root (usually ending in /v1)?") from None
+                            "OpenAI-compatible API root (usually ending in /v1)?", text) from None
         if not isinstance(body, dict) or not isinstance(body.get("choices"), list) or not body["choices"]:
-            raise _BadReply(f"the reply has no choices: {text[:300]}")
+            raise _BadReply(f"the reply has no choices: {text[:300]}", text)
         return body
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *,
@@ -188,6 +201,7 @@ class OpenAICompatModel:
         max_retries = self.max_retries if client["max_retries"] is None else int(client["max_retries"])
         timeout = self.request_timeout if client["request_timeout"] is None else float(client["request_timeout"])
         tags = self.think_tags if client["think_tags"] is None else (tuple(client["think_tags"]) or None)
+        failure_reply = bool(client["failure_reply"])
         extra_body = merged.pop("extra_body", None) or {}
         request = {k: v for k, v in {"model": self.name, "messages": messages, **merged}.items() if v is not None}
         if tools:
@@ -218,11 +232,17 @@ class OpenAICompatModel:
                     return self._to_response(raw, latency, attempt.retry_state.attempt_number, tags)
         except RetryError as exc:
             last = exc.last_attempt.exception()
+            if failure_reply:
+                return self._failure(last)
             raise ModelError(f"model '{self.name}' at {self.shown_url} failed after {max_retries + 1} attempts: "
                              f"{type(last).__name__}: {str(last)[:300]}") from None
         except _BadReply as exc:
+            if failure_reply:
+                return self._failure(exc)
             raise ModelError(f"model '{self.name}' at {self.shown_url}: {exc}") from None
         except Exception as exc:
+            if failure_reply and _is_api_error(exc):
+                return self._failure(exc)
             if _status(exc) in (401, 403):
                 raise ModelError(f"model '{self.name}' at {self.shown_url} refused the API key from "
                                  f"{self.api_key_env} ({_status(exc)}); check the key") from None
@@ -232,6 +252,17 @@ class OpenAICompatModel:
             raise ModelError(f"model '{self.name}' at {self.shown_url}: {type(exc).__name__}: "
                              f"{str(exc)[:300]}") from None
         raise ModelError("unreachable")  # pragma: no cover
+
+    def _failure(self, exc: BaseException) -> ModelResponse:
+        """A failed call as a response (call option `failure_reply`): no text, `finish_reason` "error", and in
+        `raw["failure"]` the HTTP status (200 for a reply that is not a chat completion, None when no reply
+        came), the reply's body as text, and the error."""
+        response = getattr(exc, "response", None)
+        status = 200 if isinstance(exc, _BadReply) else _status(exc)
+        body = exc.body if isinstance(exc, _BadReply) else getattr(response, "text", None) if status else None
+        failure = {"status_code": status, "body": body, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        return ModelResponse(model=self.name, finish_reason="error", raw={"failure": failure},
+                             cost=cost_of(self.name, Usage(), self.price_table))  # nothing billed: 0 where priced
 
     def _to_response(self, raw: dict[str, Any], latency: float, attempt: int,
                      tags: tuple[str, str] | None = DEFAULT_TAGS) -> ModelResponse:

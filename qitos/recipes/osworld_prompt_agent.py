@@ -7,16 +7,28 @@ to it ("No valid action" where there was none), then the current observation; th
 `model`, `messages`, `max_tokens`, `top_p` and `temperature` (no seed, no tools). The reply is parsed as
 upstream parses it (`parse_code_from_string`, `parse_actions_from_string`, `parse_code_from_som_string`) and
 every action runs in the VM in order, stopping after DONE or FAIL; a reply with no action runs nothing and the
-next step sees the same screen. pyautogui code goes to the VM controller's `/execute` as upstream's controller
-sends it (`qitos.benchmark.osworld.actions`). The run's `--max-steps` (default 15, upstream's `max_steps`)
-bounds the number of predictions.
+next step sees the same screen. The run's `--max-steps` (default 15, upstream's `max_steps`) bounds the number of
+predictions.
 
 The texts come from upstream's files (read by the scoring side, `qitos.benchmark.osworld.prompt_texts`) through
 the env (`env.texts`); the observation processing is `osworld_perception.py`.
 
-Where upstream's episode ends in an exception (a computer_13 reply that is not JSON or not action dicts, an action
-its controller refuses: an unknown type, missing parameters, a key name not in its KEYBOARD_KEYS), this one ends
-with an error too (stop reason `error`), as upstream then writes no result.
+Each action runs as upstream's `DesktopEnv.step` runs it: upstream's own `step` and `PythonController.execute_action`
+(read from its files by the scoring side) decide, on a recording stand-in, which pyautogui code it becomes and how
+long it sleeps (`qitos.benchmark.osworld.upstream_step`); the env then does exactly that (`OsworldEnv.run_plan`).
+So a computer_13 action upstream runs oddly (`MOVE_TO {}`, string coordinates, `TYPING 5`), skips (`DRAG_TO {}`)
+or refuses (`MOUSE_DOWN {x, y}`, a key not in its KEYBOARD_KEYS) is run, skipped or refused here the same way,
+and `WAIT` sleeps `sleep_after_execution` twice, as there.
+
+A model call goes as upstream's `call_llm` sends it, once (no retries: `max_retries` 0), and its failure is a reply
+(`failure_reply`): a non-200 answer is an empty reply and a spent step (after upstream's wait, `failed_call`);
+`context_length_exceeded` first resends `[system, last user]` as upstream does, whose answer upstream discards;
+no answer at all, or a 200 that is not a chat completion, is an empty reply too. A reply whose content is null
+(or not text) ends the episode as it ends upstream's, in its parser.
+
+Where upstream's episode ends in an exception (a computer_13 reply that is not JSON, an action upstream's step
+raises on, a null content), this one ends with stop reason `error` and a message naming it; upstream then writes
+no result, so the scoring side leaves the episode unscored.
 """
 
 from __future__ import annotations
@@ -24,12 +36,11 @@ from __future__ import annotations
 import base64
 import json
 import re
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
-from qitos.benchmark.osworld.actions import parse_action
+from qitos.benchmark.osworld.upstream_step import UpstreamStep
 from qitos.core.agent import AgentModule, AgentState, StepOutcome
 from qitos.core.decision import Action, Decision
 from qitos.core.parsers import Parser, ParseResult
@@ -94,25 +105,40 @@ def parse_actions_from_string(text: str) -> list[Any]:
         raise ValueError("Invalid response format: " + text) from None
 
 
-def upstream_refuses(action: dict[str, Any], keyboard_keys: list[str]) -> str | None:
-    """Why upstream's `PythonController.execute_action` raises on a computer_13 action QitOS's validation lets
-    through: a key name it does not know (compared lower-cased, as there)."""
-    p = action["parameters"]
-    keys = p.get("keys") if action["action_type"] == "HOTKEY" else [p.get("key")] if "key" in p else []
-    for key in keys if isinstance(keys, list) else []:
-        if isinstance(key, str) and key.lower() not in keyboard_keys:
-            return f"key {key!r} is not one of upstream's KEYBOARD_KEYS"
-    return None
+@dataclass(frozen=True)
+class CallOutcome:
+    """What upstream's `call_llm` makes of one response: its return value (`text`, None where it returns a
+    content that is not text: null, or parts), and what it does first after a non-200 answer (`then`: "resend"
+    `[system, last user]` and wait, "wait", or None)."""
+
+    text: str | None
+    then: str | None = None
+    content: str = ""  # what the content was, when it was not text ("null", "list", ...)
+    failure: str = ""  # how the call failed (for the trace's parse_result)
 
 
-def computer13(action: Any) -> dict[str, Any] | str:
-    """An upstream computer_13 action in QitOS's form: parameters nested (upstream also takes them flat)."""
-    if isinstance(action, str) and action in COMMANDS:
-        return action
-    if not isinstance(action, dict) or "action_type" not in action:
-        raise ValueError(f"not a computer_13 action: {json.dumps(action)[:200]}")
-    parameters = action["parameters"] if "parameters" in action else {k: v for k, v in action.items() if k != "action_type"}
-    return {"action_type": action["action_type"], "parameters": parameters}
+def call_outcome(response: ModelResponse, resend_code: str) -> CallOutcome:
+    """The response (with `raw["failure"]` for a failed call, `failure_reply`) as upstream's `call_llm` answers it."""
+    raw = response.raw if isinstance(response.raw, dict) else None
+    if raw is None:  # a model with no provider reply (scripted, local): its text
+        return CallOutcome(response.text or "")
+    failure = raw.get("failure")
+    if isinstance(failure, dict):
+        said = f"the call failed (HTTP {failure.get('status_code')}: {failure.get('error')}); upstream's reply is ''"
+        if failure.get("status_code") in (None, 200):  # no answer, or a 200 that is not a completion: it raises
+            return CallOutcome("", failure=said)
+        try:
+            code = json.loads(failure.get("body") or "")["error"]["code"]
+        except Exception:  # noqa: BLE001 - upstream's lookup of the error code raises here: predict answers ""
+            return CallOutcome("", failure=said)
+        return CallOutcome("", "resend" if code == resend_code else "wait", failure=said)
+    try:
+        content = raw["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):  # upstream's lookup raises: predict answers ""
+        return CallOutcome("")
+    if isinstance(content, str):
+        return CallOutcome(content)
+    return CallOutcome(None, content="null" if content is None else type(content).__name__)
 
 
 class PromptAgentParser(Parser):
@@ -121,23 +147,31 @@ class PromptAgentParser(Parser):
     name = "osworld_prompt_agent_v1"
     protocol = "osworld_prompt_agent_v1"
 
-    def __init__(self, action_space: str, observation_type: str) -> None:
-        self.action_space, self.observation_type = action_space, observation_type
+    def __init__(self, action_space: str, observation_type: str, resend_code: str) -> None:
+        self.action_space, self.observation_type, self.resend_code = action_space, observation_type, resend_code
         self.masks: list[list[int]] = []  # the current set-of-marks observation's boxes (som)
+        self.reply: str = ""  # what upstream's predict got back from call_llm for the last response
 
     def parse(self, response: ModelResponse) -> ParseResult:
-        text = response.text or ""
+        outcome = call_outcome(response, self.resend_code)
+        first = [Action(name="failed_call", arguments={"resend": outcome.then == "resend"})] if outcome.then else []
+        if outcome.text is None:
+            return ParseResult(ok=False, diagnostics=[
+                f"content: {outcome.content}: the reply's content is not text, and upstream's parser raises on it"])
+        self.reply = text = outcome.text
+        notes = [outcome.failure] if outcome.failure else []
         if self.observation_type == "som":
             actions: list[Any] = parse_code_from_som_string(text, self.masks)
         elif self.action_space == "pyautogui":
             actions = parse_code_from_string(text)
         else:
             try:
-                actions = [computer13(a) for a in parse_actions_from_string(text)]
+                actions = parse_actions_from_string(text)
             except ValueError as exc:
-                return ParseResult(ok=False, diagnostics=[str(exc)[:300]])
-        return ParseResult(ok=True, decision=Decision(
-            mode="act", actions=[Action(name="execute", arguments={"action": a}) for a in actions]))
+                return ParseResult(ok=False, decision=Decision(mode="act", actions=first) if first else None,
+                                   diagnostics=notes + [str(exc)[:300]])
+        return ParseResult(ok=True, diagnostics=notes, decision=Decision(
+            mode="act", actions=first + [Action(name="execute", arguments={"action": a}) for a in actions]))
 
 
 # -- the agent ----------------------------------------------------------------------------------------------
@@ -158,7 +192,7 @@ class PromptAgent(AgentModule):
     name = "osworld-prompt-agent"
     toolset_name = "osworld_prompt_agent_v1"
 
-    def __init__(self, env: Any, settings: PromptAgentSettings) -> None:
+    def __init__(self, env: Any, settings: PromptAgentSettings, model: Any) -> None:
         texts = getattr(env, "texts", None)
         if not texts:
             raise ValueError("the prompt-agent recipe needs upstream's PromptAgent texts, which the osworld adapter "
@@ -175,39 +209,60 @@ class PromptAgent(AgentModule):
                 gpt4_encoding()
             except TokenizerMissing as exc:
                 raise ValueError(f"prompt-agent trims the accessibility tree in gpt-4 tokens, as upstream: {exc}") from None
+        rules = texts.get("rules")
+        if not rules:
+            raise ValueError("the prompt-agent recipe needs upstream's DesktopEnv.step and PythonController rules, "
+                             "which the osworld adapter hands to its env (osworld/upstream in the data dir)")
         self.env, self.texts, self.settings, self.system_message = env, texts, settings, system
-        self._refused: str | None = None  # a computer_13 action upstream's controller raises on (ends the episode)
+        self.upstream = UpstreamStep(rules, texts["keyboard_keys"], settings.action_space)
+        self._refused: str | None = None  # what upstream's step raised on (ends the episode)
+        self._sent: list[dict[str, Any]] = []  # the last request's messages (for upstream's shorter resend)
         agent = self
-        # upstream's payload: model, messages, max_tokens, top_p, temperature, and nothing else
+        # upstream's payload: model, messages, max_tokens, top_p, temperature, and nothing else; sent once, a
+        # failure coming back as a reply (call_outcome), as upstream's call_llm has it
         self.model_params = {"temperature": settings.temperature, "top_p": settings.top_p,
                              "max_tokens": settings.max_tokens, "seed": None, "reasoning_effort": None,
-                             "extra_body": None}
+                             "extra_body": None, "max_retries": 0, "failure_reply": True}
 
         @tool
-        def execute(action: str | dict[str, Any]) -> str:
-            """Run one action in the VM: pyautogui code, a computer_13 action, or WAIT / DONE / FAIL.
+        def execute(action: Any) -> str:
+            """Run one action in the VM as upstream's DesktopEnv.step does: pyautogui code, a computer_13 action,
+            or WAIT / DONE / FAIL.
 
             Args:
                 action: the action as upstream's parser returned it
             """
             if env.is_terminal() or agent._refused:  # upstream's loop stopped at DONE/FAIL, or raised
                 return "not run: the episode is over"
-            if isinstance(action, dict):
-                try:
-                    why = upstream_refuses(parse_action(action).model_dump(), texts["keyboard_keys"])
-                except ValidationError as exc:
-                    why = f"invalid computer_13 action: {exc.errors()[0]['msg']}"
-                except ValueError as exc:
-                    why = f"invalid computer_13 action: {exc}"
-                if why:
-                    agent._refused = why
-                    return f"not run: {why}"
-            try:
-                return env.step(action)
-            except ValueError as exc:  # failed in the VM: upstream's step ignores the outcome and carries on
-                return f"failed: {exc}"
+            plan = agent.upstream.plan(action, env.settle_seconds)
+            if plan.error is not None:
+                agent._refused = plan.error
+            return env.run_plan(action, plan, rules["pkgs_prefix"])
 
-        super().__init__(tools=[execute], parser=PromptAgentParser(settings.action_space, settings.observation_type))
+        @tool
+        def failed_call(resend: bool) -> str:
+            """What upstream's call_llm does after a reply that is not 200, before answering with an empty reply:
+            resend [system, last user] (on its context-length code) and wait, or only wait.
+
+            Args:
+                resend: resend the request shortened to its first and last message first
+            """
+            wait = float(rules["failed_call"]["wait_seconds"])
+            said = ""
+            if resend:
+                again = model.complete([agent._sent[0], agent._sent[-1]], None, **agent.model_params)
+                failure = again.raw.get("failure") if isinstance(again.raw, dict) else None
+                status = failure.get("status_code") if isinstance(failure, dict) else 200
+                said = (f"resent [system, last user]: HTTP {status}, {again.usage.prompt_tokens}+"
+                        f"{again.usage.completion_tokens} tokens (upstream discards its answer; these tokens are "
+                        "not in the run's usage); ")
+                if status != 200:  # upstream returns "" at once
+                    return said + "no wait"
+            time.sleep(wait)
+            return said + f"waited {wait:g} s"
+
+        super().__init__(tools=[execute, failed_call], parser=PromptAgentParser(
+            settings.action_space, settings.observation_type, rules["failed_call"]["resend_code"]))
 
     def system_prompt(self, task: Task) -> str | None:
         return self.system_message + self.texts["task_suffix"].format(task.objective)
@@ -260,15 +315,17 @@ class PromptAgent(AgentModule):
         state.scratch["current"] = current
         self.parser.masks = masks  # type: ignore[attr-defined]
         messages.append(self._user("current", current))
+        self._sent = messages
         return messages
 
     def reduce(self, task: Task, state: AgentState, outcome: StepOutcome) -> AgentState:
         parse = outcome.parse
-        thought = (outcome.response.text or "") if outcome.response is not None and parse is not None and parse.ok else ""
+        # upstream's predict keeps call_llm's answer as the thought, or "" where its parser raised a ValueError
+        thought = self.parser.reply if parse is not None and parse.ok else ""  # type: ignore[attr-defined]
         state.scratch["history"].append({**state.scratch.pop("current", {}), "thought": thought})
         if self._refused:
-            raise UpstreamEpisodeError(f"upstream's controller raises on this action ({self._refused}); its episode "
-                                       "ends here without a result")
+            raise UpstreamEpisodeError(f"upstream's DesktopEnv.step raises on this action ({self._refused}); its "
+                                       "episode ends here without a result")
         if parse is not None and not parse.ok:
             raise UpstreamEpisodeError(f"upstream's run loop cannot run this reply ({'; '.join(parse.diagnostics)}); "
                                        "its episode ends here without a result")
@@ -288,4 +345,4 @@ def build_prompt_agent(ctx: "RecipeContext") -> PromptAgent:
     env = ctx.runtime.env
     if env is None:
         raise ValueError("the prompt-agent recipe needs the desktop environment prepared by the osworld adapter")
-    return PromptAgent(env, settings_from(ctx.options))
+    return PromptAgent(env, settings_from(ctx.options), ctx.make_model(None))

@@ -206,3 +206,64 @@ COMPUTER_13_REPLIES = [
 def reply_for(messages: list[dict[str, Any]], replies: list[str]) -> str:
     digest = hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).digest()
     return replies[int.from_bytes(digest[:4], "big") % len(replies)]
+
+
+# -- the edges: failed model calls and malformed computer_13 actions, one scenario per episode -----------------
+def step_of(messages: list[dict[str, Any]]) -> int:
+    """The episode's step a request is for: the earlier steps it shows (the window is never cut here); upstream's
+    shorter resend ([system, last user]) looks like step 0."""
+    return (len(messages) - 2) // 2
+
+
+def _error_body(code: str | None, message: str) -> str:
+    error: dict[str, Any] = {"message": message, "type": "invalid_request_error", "param": None}
+    if code is not None:
+        error["code"] = code
+    return json.dumps({"error": error})
+
+
+# replies by step where the endpoint does answer (pyautogui, computer_13)
+STEP_REPLIES = {
+    "pyautogui": ["```python\npyautogui.click(12, 7)\n```", "```python\npyautogui.typewrite('x')\n```", "DONE"],
+    "computer_13": ['```json\n{"action_type": "CLICK", "parameters": {"x": 3, "y": 4}}\n```',
+                    '```json\n{"action_type": "TYPING", "parameters": {"text": "x"}}\n```', "DONE"],
+}
+# scenario -> the step it fails at (None: every step) and how; each is a function of the request only
+FAILURES = ["500 once", "500 always", "502 html", "context length", "context length twice", "content null"]
+# malformed computer_13 actions (the issue's list) and a few neighbours, as replies by step
+MALFORMED = {
+    "moves": ['```json\n{"action_type": "MOVE_TO", "parameters": {}}\n```\n'
+              '```json\n{"action_type": "MOVE_TO", "parameters": {"x": "10", "y": "20"}}\n```',
+              '{"action_type": "DRAG_TO", "parameters": {}}', "DONE"],
+    "clicks": ['```json\n{"action_type": "CLICK", "parameters": {"button": "Left", "x": 5, "y": 6}}\n```',
+               '```json\n{"action_type": "HOTKEY", "parameters": {"keys": []}}\n```',
+               '```json\n{"action_type": "TYPING", "parameters": {"text": 5}}\n```\n```json\n"WAIT"\n```'],
+    "counts": ['```json\n{"action_type": "CLICK", "parameters": {"x": 1, "y": 2, "num_clicks": "2"}}\n```',
+               '```json\n{"action_type": "MOUSE_DOWN", "parameters": {"x": 1, "y": 2}}\n```', "DONE"],
+    "specials": ['```json\n{"action_type": "DONE"}\n```\n```json\n{"action_type": "SCROLL", "dx": 2, "dy": -1}\n```',
+                 "WAIT", '```json\n{"x": 1, "y": 2}\n```'],
+}
+
+
+def edge_answer(scenario: str, space: str, body: dict[str, Any]) -> Any:
+    """The endpoint's answer to a request of an episode in `scenario` (a FAILURES or MALFORMED key)."""
+    from tests.support.openai_server import Fail, Raw, Reply
+
+    messages = body["messages"]
+    k = step_of(messages)
+    if scenario in MALFORMED:
+        return Reply(text=MALFORMED[scenario][k])
+    context = Raw(_error_body("context_length_exceeded", "This model's maximum context length is 128000 tokens."),
+                  400, "application/json")
+    if scenario == "500 once" and k == 0:
+        return Raw(_error_body("server_error", "The server had an error processing your request."), 500,
+                   "application/json")
+    if scenario == "500 always":
+        return Fail(500)  # an error without a code
+    if scenario == "502 html" and k == 1:
+        return Raw("<html><body>502 Bad Gateway</body></html>", 502, "text/html")
+    if scenario == "context length" and len(messages) > 2 or scenario == "context length twice":
+        return context
+    if scenario == "content null" and k == 1:
+        return Reply(text=None)
+    return Reply(text=STEP_REPLIES[space][k])

@@ -217,6 +217,22 @@ def test_evaluate_scores_through_the_controller(adapter, load, monkeypatch, tmp_
         assert evaluation.metadata["metrics"] == [{"func": "exact_match", "score": 1.0, "note": None}]
 
 
+def test_an_episode_that_ended_in_an_error_is_not_scored(adapter, load, monkeypatch, tmp_path) -> None:
+    """Upstream's run loop writes no result.txt after an exception: the row has no score (out of upstream's figures)."""
+    task = one(adapter, load, INFEASIBLE)
+    with FakeController() as fake:
+        monkeypatch.setenv("QITOS_OSWORLD_CONTROLLER", fake.url)
+        runtime = adapter.prepare(task, 0, load.model_copy(update={"options": {"sleep_after_execution": "0"}}), tmp_path)
+        try:
+            runtime.env.reset()
+            runtime.env.step("FAIL")  # would score 1 on this infeasible task
+            evaluation = adapter.evaluate(task, _finished(StopReason.ERROR, None, runtime.env.final_state()), runtime)
+        finally:
+            adapter.cleanup(runtime)
+    assert evaluation.score is None and evaluation.success is None
+    assert evaluation.metadata["status"] == "not_scored" and "no result" in evaluation.metadata["reason"]
+
+
 def test_metrics_over_rows(adapter) -> None:
     rows = [
         {"task_id": "osworld-os-a", "score": 1.0, "success": True, "stop_reason": "env_terminal"},

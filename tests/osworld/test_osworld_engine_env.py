@@ -204,3 +204,37 @@ def test_scripted_actions_recipe_and_text_only_observation(fake, provider, tmp_p
         build_scripted_actions(SimpleNamespace(runtime=SimpleNamespace(env=env), options={"history": "0"}))
     with pytest.raises(ValueError, match="desktop environment"):
         build_react_computer_use(SimpleNamespace(runtime=SimpleNamespace(env=None), options={}))
+
+
+def test_run_plan_does_what_upstreams_step_does(fake, provider) -> None:
+    """The prompt-agent's path: upstream's planned commands and waits, in order; a command that fails in the VM is
+    noted and the step goes on; where upstream raises, nothing is observed; DONE ends the episode."""
+    from qitos.benchmark.osworld.upstream_step import Plan
+
+    env, sleeps = make_env(provider, settle_seconds=0.5)
+    events: list[tuple[str, dict]] = []
+    env.bind_events(lambda kind, payload: events.append((kind, payload)))
+    env.reset()
+
+    def output(command: Any, shell: bool) -> str:
+        if "boom" in command[2]:
+            raise RuntimeError("the VM fails")
+        return ""
+
+    fake.command_output = output
+    scroll = Plan([("python", "pyautogui.hscroll(1)"), ("python", "boom()"), ("python", "pyautogui.vscroll(2)"),
+                   ("sleep", 0.5)])
+    said = env.run_plan({"action_type": "SCROLL", "dx": 1, "dy": 2}, scroll, "P; {command}")
+    assert "failed in the VM" in said and sleeps == [0.5]
+    assert [b["command"] for b in fake.calls("/execute")] == [
+        ["python", "-c", "P; pyautogui.hscroll(1)"], ["python", "-c", "P; boom()"], ["python", "-c", "P; pyautogui.vscroll(2)"]]
+    step = events[-1][1]
+    assert step["ok"] is False and len(step["commands"]) == 3 and step["sleeps"] == [0.5] and step["raised"] is None
+    seen = env.observation
+    said = env.run_plan({"action_type": "MOUSE_DOWN", "x": 1}, Plan([], False, "Exception: Unknown parameters"), "{command}")
+    assert said == "upstream raises: Exception: Unknown parameters" and env.observation is seen
+    assert events[-1][1]["raised"] == "Exception: Unknown parameters"
+    assert env.run_plan("DONE", Plan([("sleep", 0.5)], True), "{command}") == "DONE ran" and env.is_terminal()
+    assert env.final_state() == {"task_id": "osworld-os-t1", "last_action": "DONE", "actions": 3, "terminal": True}
+    with pytest.raises(ActionRejected, match="the episode is over"):
+        env.run_plan("WAIT", Plan(), "{command}")

@@ -15,6 +15,7 @@ import pytest
 from prompt_agent_desk import Desk
 
 from qitos.benchmark.osworld.prompt_texts import PromptTextsError, load_prompt_texts
+from tests.support.openai_server import Fail, OpenAIServer, Raw, Reply
 
 REPO = Path(__file__).resolve().parents[2]
 GSETTINGS = "osworld-os-bedcedc4-4d72-425e-ad62-21960b11fe0d"
@@ -69,3 +70,43 @@ def test_bad_options_are_refused(osworld_data: Path, tmp_path: Path, options: li
                                "--output", "r.jsonl"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and says in done.stderr, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "r.jsonl").exists()
+
+
+def test_a_changed_controller_is_named(osworld_data: Path, tmp_path: Path) -> None:
+    """Upstream's step and controller run on a stand-in that provides only what they use at the pinned commit."""
+    copy = tmp_path / "osworld" / "upstream"
+    for folder in ("mm_agents", "desktop_env"):
+        shutil.copytree(osworld_data / "upstream" / folder, copy / folder)
+    python = copy / "desktop_env" / "controllers" / "python.py"
+    python.write_text(python.read_text().replace('move_mode = random.choice(', 'move_mode = secrets.choice('))
+    with pytest.raises(PromptTextsError, match=r"execute_action\(\) uses secrets, which QitOS's stand-in"):
+        load_prompt_texts(tmp_path / "osworld")
+
+
+@pytest.mark.parametrize("answer, outcome", [
+    (Reply(text="```python\npyautogui.click(1, 2)\n```"), ("```python\npyautogui.click(1, 2)\n```", None, "")),
+    (Reply(text=None), (None, None, "null")),
+    (Reply(text="", message_extra={"content": ["parts"]}), (None, None, "list")),
+    (Fail(500), ("", None, "")),  # no error code: upstream's lookup of it raises, predict answers ""
+    (Raw('{"error": {"code": "server_error"}}', 500, "application/json"), ("", "wait", "")),
+    (Raw('{"error": {"code": null}}', 429, "application/json"), ("", "wait", "")),
+    (Raw('{"error": {"code": "context_length_exceeded"}}', 400, "application/json"), ("", "resend", "")),
+    (Raw("<html>502</html>", 502), ("", None, "")),
+    (Raw('{"id": "x", "choices": []}', 200, "application/json"), ("", None, "")),
+    (Raw("not json", 200), ("", None, "")),
+    (None, ("", None, "")),  # nothing listens: upstream's requests.post raises, predict answers ""
+])
+def test_a_call_is_answered_as_upstreams_call_llm(answer: object, outcome: tuple) -> None:
+    """One attempt, the failure as a reply (the recipe's call options), read as upstream's call_llm reads it."""
+    from qitos.models.openai_compat import OpenAICompatModel
+    from qitos.recipes.osworld_prompt_agent import call_outcome
+
+    with OpenAIServer() as server:
+        if answer is not None:
+            server.queue.append(answer)
+        base_url = server.base_url if answer is not None else "http://127.0.0.1:9/v1"
+        model = OpenAICompatModel("gpt-4o", base_url=base_url, request_timeout=5)
+        response = model.complete([{"role": "user", "content": "hi"}], max_retries=0, failure_reply=True)
+        got = call_outcome(response, "context_length_exceeded")
+        assert (got.text, got.then, got.content) == outcome
+        assert len(server.requests) == (1 if answer is not None else 0)  # no retries

@@ -12,15 +12,25 @@ function of what ran on it (one screen is large enough to be trimmed), and each 
 the request's messages, so one side's divergence changes what follows.
 
 Compared per episode: every request body (the messages with their image parts, and which parameters are sent:
-model, messages, max_tokens, top_p, temperature and nothing else), the actions, the pyautogui commands sent to
-`/execute` (the VM's own record), and how the episode ended (done, step budget, or upstream's exception). Some
-pairs run with other options on both sides (history windows of 1, 0 and 2; other sampling values), and QitOS's
-RunSpec must record them resolved.
+model, messages, max_tokens, top_p, temperature and nothing else), the actions, the commands sent to `/execute`
+(upstream's from the VM's own record; computer_13's with upstream's random MOVE_TO duration and easing masked),
+the waits (upstream's recorded, QitOS's from its trace and really slept), and how the episode ended (done, step
+budget, or upstream's exception, which QitOS leaves unscored as upstream writes no result). Some pairs run with
+other options on both sides (history windows of 1, 0 and 2; other sampling values), and QitOS's RunSpec must
+record them resolved.
 
-Counts (deterministic, printed with `-s`): 147 episodes, 315 requests, 292 actions and 128 pyautogui `/execute`
-commands equal; endings 62 done (DONE/FAIL), 49 at the step budget, 36 upstream exceptions (computer_13 replies
-that are not JSON, or actions upstream's controller refuses: an unknown type, a key not in its KEYBOARD_KEYS). The computer_13 commands themselves are not compared: upstream's controller words them with a
-random easing and duration, QitOS's as before (`actions.py`). About 100 s on 2 cores.
+Counts (deterministic, printed with `-s`): 147 episodes, 315 requests, 292 actions, 198 `/execute` commands (128
+pyautogui, 70 from computer_13 actions) and 324 waits equal; endings 62 done (DONE/FAIL), 49 at the step budget,
+36 upstream exceptions (computer_13 replies that are not JSON, or actions upstream's step raises on: an unknown
+type, a key not in its KEYBOARD_KEYS). About 15 minutes on a loaded 2-core machine (100 s alone).
+
+The edges (`test_failed_calls_and_malformed_actions_are_upstreams`), one episode per scenario of
+`prompt_agent_desk.FAILURES` (a 500 once, a 500 on every call, a 502 HTML page, context length exceeded on later
+steps, context length exceeded even after upstream's shorter resend, a reply whose content is null) in
+a11y_tree × pyautogui and screenshot × computer_13, and of `MALFORMED` (the computer_13 actions upstream runs oddly,
+skips or raises on) in computer_13, with `sleep_after_execution` 0.1: 16 episodes, 44 requests (upstream's resends
+included), 21 actions, 15 `/execute` commands and 28 waits equal; endings 3 done, 4 at the step budget, 9 upstream
+exceptions. About 2 minutes.
 """
 
 from __future__ import annotations
@@ -28,19 +38,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
-from prompt_agent_desk import COMPUTER_13_REPLIES, PYAUTOGUI_REPLIES, SOM_REPLIES, Desk, reply_for
+from prompt_agent_desk import (COMPUTER_13_REPLIES, FAILURES, MALFORMED, PYAUTOGUI_REPLIES, SOM_REPLIES, Desk,
+                              edge_answer, reply_for)
 
 from qitos.benchmark.osworld import load_evaluators
 from qitos.benchmark.osworld.evaluator import resolve
 from qitos.benchmark.osworld.tasks import load_tasks, resolve_examples_dir
-from qitos.recipes.osworld_prompt_agent import computer13
 from tests.support.openai_server import OpenAIServer, Reply
 
 REPO = Path(__file__).resolve().parents[2]
@@ -112,6 +123,10 @@ def _replies(observation: str, space: str) -> list[str]:
     return SOM_REPLIES if observation == "som" else PYAUTOGUI_REPLIES if space == "pyautogui" else COMPUTER_13_REPLIES
 
 
+def _scripted(observation: str, space: str) -> Callable[[dict[str, Any]], Any]:
+    return lambda body: Reply(text=reply_for(body["messages"], _replies(observation, space)))
+
+
 def _by_instruction(server: OpenAIServer, instructions: list[str]) -> dict[str, list[dict[str, Any]]]:
     """Each episode's request bodies in order, told apart by the instruction in the system message."""
     out: dict[str, list[dict[str, Any]]] = {i: [] for i in instructions}
@@ -133,9 +148,9 @@ def _episodes_of(commands: list[list[str]]) -> list[list[list[str]]]:
     return out
 
 
-def _qitos_side(episodes: dict[str, Any], observation: str, space: str, tmp: Path) -> dict[str, Any]:
-    tasks = episodes["tasks"]
-    server = OpenAIServer(default=lambda body: Reply(text=reply_for(body["messages"], _replies(observation, space))))
+def _qitos_side(episodes: dict[str, Any], tasks: list, observation: str, space: str, answer: Callable,
+                options: dict[str, Any], tmp: Path) -> dict[str, Any]:
+    server = OpenAIServer(default=answer)
     desks = [Desk(by_code=space == "pyautogui") for _ in range(VMS)]
     with server:
         for desk in desks:
@@ -148,36 +163,55 @@ def _qitos_side(episodes: dict[str, Any], observation: str, space: str, tmp: Pat
                  "prompt-agent", "--task-ids", ",".join(t.task_id for t in tasks), "--model-name", "gpt-4o",
                  "--base-url", server.base_url, "--max-steps", str(MAX_STEPS), "--concurrency", str(VMS),
                  "--option", f"observation_type={observation}", "--option", f"action_space={space}",
-                 *[a for k, v in OPTIONS.get((observation, space), {}).items() for a in ("--option", f"{k}={v}")],
+                 *[a for k, v in options.items() for a in ("--option", f"{k}={v}")],
                  "--output", "r.jsonl"], cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
         finally:
             for desk in desks:
                 desk.__exit__()
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]  # 1: every row ended in an error
     rows = {r["task_id"]: r for r in map(json.loads, (tmp / "r.jsonl").read_text().splitlines())}
     steps: dict[str, list[dict[str, Any]]] = {}
+    waits: dict[str, list[list[Any]]] = {}
     for task in tasks:
         run_dir = tmp / rows[task.task_id]["trace_run_dir"]
         spec = json.loads((run_dir / "manifest.json").read_text())["run_spec"]
-        options = spec["metadata"]["options"]
+        options_run = spec["metadata"]["options"]
         assert spec["metadata"]["recipe"] == "prompt-agent" and spec["metadata"]["recipe_upstream"] is True
-        assert {k: options[k] for k in UPSTREAM_ARGS if k != "max_steps"} == {
-            **{k: v for k, v in UPSTREAM_ARGS.items() if k != "max_steps"}, **OPTIONS.get((observation, space), {})}
-        assert (options["observation_type"], options["action_space"]) == (observation, space)
-        events = (run_dir / "events.jsonl").read_text().splitlines()
-        steps[task.task_id] = [e["payload"] for e in map(json.loads, events) if e["kind"] == "env_step"]
+        assert {k: options_run[k] for k in UPSTREAM_ARGS if k != "max_steps"} == {
+            **{k: v for k, v in UPSTREAM_ARGS.items() if k != "max_steps"}, **options}
+        assert (options_run["observation_type"], options_run["action_space"]) == (observation, space)
+        assert spec["generation"]["max_retries"] == 0 and spec["generation"]["failure_reply"] is True
+        events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+        steps[task.task_id] = [e["payload"] for e in events if e["kind"] == "env_step"]
+        waits[task.task_id] = _waits(events)
     sent = Counter(json.dumps(c) for d in desks for c in d.commands if c != ["--episode--"])
-    return {"rows": rows, "steps": steps, "requests": _by_instruction(server, [t.instruction for t in tasks]),
-            "vm_commands": sent}
+    return {"rows": rows, "steps": steps, "waits": waits, "vm_commands": sent,
+            "requests": _by_instruction(server, [t.instruction for t in tasks])}
 
 
-def _upstream_side(episodes: dict[str, Any], observation: str, space: str, osworld_data: Path, tmp: Path) -> dict[str, Any]:
-    tasks = episodes["tasks"]
-    server = OpenAIServer(default=lambda body: Reply(text=reply_for(body["messages"], _replies(observation, space))))
+def _waits(events: list[dict[str, Any]]) -> list[list[Any]]:
+    """The waits of QitOS's episode in order: each action's (`step`) and each wait after a failed call
+    (`call_llm`), which must really have been slept."""
+    out: list[list[Any]] = []
+    for event in events:
+        payload = event["payload"]
+        if event["kind"] == "env_step":
+            assert payload["seconds"] >= sum(payload["sleeps"]) - 0.005, payload  # slept, not only planned
+            out += [["step", s] for s in payload["sleeps"]]
+        elif event["kind"] == "tool_result" and payload["name"] == "failed_call" and "waited" in payload["output"]:
+            seconds = float(payload["output"].rsplit("waited ", 1)[1].split(" ")[0])
+            assert payload["latency_ms"] >= seconds * 1000, payload
+            out.append(["call_llm", seconds])
+    return out
+
+
+def _upstream_side(tasks: list, observation: str, space: str, answer: Callable, options: dict[str, Any],
+                   osworld_data: Path, tmp: Path) -> dict[str, Any]:
+    server = OpenAIServer(default=answer)
     with server, Desk(by_code=space == "pyautogui") as desk:
         plan = [{"task_id": t.task_id, "instruction": t.instruction, "port": desk.port,
-                 "args": {**UPSTREAM_ARGS, **OPTIONS.get((observation, space), {}), "observation_type": observation,
-                          "action_space": space}} for t in tasks]
+                 "args": {**UPSTREAM_ARGS, **options, "observation_type": observation, "action_space": space}}
+                for t in tasks]
         out = tmp / "upstream.json"
         done = subprocess.run([sys.executable, str(HERE / "upstream_prompt_agent.py"), str(osworld_data),
                                server.base_url, str(out)], input=json.dumps(plan), capture_output=True, text=True,
@@ -189,35 +223,49 @@ def _upstream_side(episodes: dict[str, Any], observation: str, space: str, oswor
             "requests": _by_instruction(server, [t.instruction for t in tasks])}
 
 
+def _unrandom(command: list[str]) -> list[str]:
+    """A command without the duration and easing upstream's controller draws at random for MOVE_TO."""
+    return [re.sub(r", [0-9.]+, pyautogui\.ease\w+\)", ", <duration>, <easing>)", part) for part in command]
+
+
+def _compare(tasks: list, ours: dict[str, Any], theirs: dict[str, Any]) -> tuple[Counter, Counter]:
+    """Each episode's requests, actions, /execute commands, waits and ending, QitOS's against upstream's."""
+    counts: Counter[str] = Counter()
+    ended: Counter[str] = Counter()
+    for task in tasks:
+        mine, upstream = ours["requests"][task.instruction], theirs["requests"][task.instruction]
+        assert mine == upstream, f"{task.task_id}: requests differ at {_difference(mine, upstream)}"
+        assert all(set(body) == {"model", "messages", "max_tokens", "top_p", "temperature"} for body in mine)
+        row, result, steps = ours["rows"][task.task_id], theirs["results"][task.task_id], ours["steps"][task.task_id]
+        # upstream's harness keeps the actions its step returned from; QitOS's trace also has the one it raised on
+        assert [s["action"] for s in steps if not s["raised"]] == result["actions"], task.task_id
+        assert all(s["raised"] in result["error"] for s in steps if s["raised"]), (task.task_id, result["error"])
+        # what reached the VM's /execute, as upstream's controller sends it (its random MOVE_TO timing aside)
+        sent = [_unrandom(c) for s in steps for c in s["commands"]]
+        assert sent == [_unrandom(c) for c in theirs["commands"][task.task_id]], task.task_id
+        assert ours["waits"][task.task_id] == result["sleeps"], task.task_id
+        if result["error"]:  # upstream's run.py writes no result.txt: QitOS leaves it unscored
+            assert row["stop_reason"] == "error" and row["score"] is None, (task.task_id, row["error"], result["error"])
+        else:
+            assert row["stop_reason"] == ("env_terminal" if result["done"] else "budget_steps"), (task.task_id, row)
+            assert row["metadata"]["status"] != "not_scored", row  # evaluated (the stand-in VM may not score)
+        counts.update(episodes=1, requests=len(mine), actions=len(result["actions"]), commands=len(sent),
+                      waits=len(result["sleeps"]))
+        ended[row["stop_reason"]] += 1
+    # what the traces say was sent, the desks received (they also get the scorers' own commands afterwards)
+    traced = Counter(json.dumps(c) for steps in ours["steps"].values() for s in steps for c in s["commands"])
+    assert not traced - ours["vm_commands"]
+    return counts, ended
+
+
 @pytest.mark.parametrize("observation, space", PAIRS)
 def test_prompt_agent_is_upstreams(episodes: dict[str, Any], osworld_data: Path, tmp_path: Path,
                                    observation: str, space: str) -> None:
     (tmp_path / "q").mkdir()
-    ours = _qitos_side(episodes, observation, space, tmp_path / "q")
-    theirs = _upstream_side(episodes, observation, space, osworld_data, tmp_path)
-    ended: Counter[str] = Counter()
-    requests = actions_compared = commands_compared = 0
-    for task in episodes["tasks"]:
-        mine, upstream = ours["requests"][task.instruction], theirs["requests"][task.instruction]
-        assert mine == upstream, f"{task.task_id}: requests differ at {_difference(mine, upstream)}"
-        assert all(set(body) == {"model", "messages", "max_tokens", "top_p", "temperature"} for body in mine)
-        requests += len(mine)
-        row, result = ours["rows"][task.task_id], theirs["results"][task.task_id]
-        actions = [s["action"] for s in ours["steps"][task.task_id]]
-        expected = [a if isinstance(a, str) else computer13(a) for a in result["actions"]]
-        assert actions == expected, task.task_id
-        actions_compared += len(actions)
-        if space == "pyautogui":  # what reached the VM's /execute, as upstream's controller sends it
-            assert [s["command"] for s in ours["steps"][task.task_id] if s["command"]] == theirs["commands"][task.task_id]
-            commands_compared += len(theirs["commands"][task.task_id])
-        if result["error"]:  # QitOS still scores the VM; upstream's run.py writes no result.txt for it
-            assert row["stop_reason"] == "error", (task.task_id, row["error"], result["error"])
-        else:
-            assert row["stop_reason"] == ("env_terminal" if result["done"] else "budget_steps"), (task.task_id, row)
-        ended[row["stop_reason"]] += 1
-    # what the traces say was sent, the desks received (they also get the scorers' own commands afterwards)
-    traced = Counter(json.dumps(s["command"]) for steps in ours["steps"].values() for s in steps if s["command"])
-    assert not traced - ours["vm_commands"]
+    tasks, options = episodes["tasks"], OPTIONS.get((observation, space), {})
+    ours = _qitos_side(episodes, tasks, observation, space, _scripted(observation, space), options, tmp_path / "q")
+    theirs = _upstream_side(tasks, observation, space, _scripted(observation, space), options, osworld_data, tmp_path)
+    counts, ended = _compare(tasks, ours, theirs)
     # the scripted replies reach every ending, and the large screen is trimmed where a tree is shown
     assert ended["env_terminal"] and ended["budget_steps"], ended
     if space == "computer_13":
@@ -225,12 +273,55 @@ def test_prompt_agent_is_upstreams(episodes: dict[str, Any], osworld_data: Path,
     if observation != "screenshot":
         trimmed = sum("[...]\\n" in json.dumps(b) for bodies in ours["requests"].values() for b in bodies)
         assert trimmed, "no request shows a trimmed tree"
-    assert requests >= 30
-    window = OPTIONS.get((observation, space), {}).get("max_trajectory_length", 3)
+    assert counts["requests"] >= 30
+    window = options.get("max_trajectory_length", 3)
     longest = max(len(b["messages"]) for bodies in ours["requests"].values() for b in bodies)
     assert longest == 2 + 2 * min(window, MAX_STEPS - 1)  # system, kept steps (observation + reply), current
-    print(f"{observation} × {space}: {len(episodes['tasks'])} episodes, {requests} requests, {actions_compared} "
-          f"actions, {commands_compared} /execute commands equal; endings {dict(ended)}")
+    print(f"{observation} × {space}: {dict(counts)} equal; endings {dict(ended)}")
+
+
+EDGE_PAIRS = [("a11y_tree", "pyautogui"), ("screenshot", "computer_13")]
+
+
+@pytest.mark.parametrize("observation, space", EDGE_PAIRS)
+def test_failed_calls_and_malformed_actions_are_upstreams(episodes: dict[str, Any], osworld_data: Path,
+                                                          tmp_path: Path, observation: str, space: str) -> None:
+    """One episode per edge: each failed-call scenario (`FAILURES`) and, for computer_13, each set of malformed
+    actions (`MALFORMED`); upstream's step waits `sleep_after_execution` (0.1 s here) after each action."""
+    scenarios = FAILURES + (list(MALFORMED) if space == "computer_13" else [])
+    tasks = episodes["tasks"][:len(scenarios)]
+    by_instruction = dict(zip([t.instruction for t in tasks], scenarios))
+
+    def answer(body: dict[str, Any]) -> Any:
+        system = body["messages"][0]["content"][0]["text"]
+        (scenario,) = [s for i, s in by_instruction.items() if system.endswith(": " + i)]
+        return edge_answer(scenario, space, body)
+
+    options = {"sleep_after_execution": 0.1}
+    (tmp_path / "q").mkdir()
+    ours = _qitos_side(episodes, tasks, observation, space, answer, options, tmp_path / "q")
+    theirs = _upstream_side(tasks, observation, space, answer, options, osworld_data, tmp_path)
+    counts, ended = _compare(tasks, ours, theirs)
+    results = {by_instruction[t.instruction]: theirs["results"][t.task_id] for t in tasks}
+    rows = {by_instruction[t.instruction]: ours["rows"][t.task_id] for t in tasks}
+    # each edge does what the issue says upstream does
+    assert "content: null" in rows["content null"]["error"] and results["content null"]["error"]
+    requests = {by_instruction[i]: len(b) for i, b in ours["requests"].items()}
+    assert requests["context length twice"] >= 2
+    assert [w for w in results["500 once"]["sleeps"] if w[0] == "call_llm"] == [["call_llm", 5.0]]
+    if space == "pyautogui":  # an empty reply is a spent step; the episode goes on to the budget
+        assert rows["500 always"]["stop_reason"] == "budget_steps" and requests["500 always"] == MAX_STEPS
+        assert requests["context length"] == MAX_STEPS + MAX_STEPS - 1  # each later step resent once
+    else:  # upstream's computer_13 parser raises on an empty reply
+        assert rows["500 always"]["stop_reason"] == "error" and requests["500 always"] == 1
+        assert "Unknown parameters" in results["counts"]["error"] and "KeyError" in results["specials"]["error"]
+        assert not results["moves"]["error"] and not results["clicks"]["error"]
+        sent = " ".join(c[2] for steps in theirs["commands"].values() for c in steps)
+        for code in ("pyautogui.moveTo()", "pyautogui.moveTo(10, 20, ", "button='Left'", "pyautogui.hotkey('')",
+                     "pyautogui.typewrite(5)", "clicks=2", "pyautogui.hscroll(2)"):
+            assert code in sent, code
+        assert [w for w in results["clicks"]["sleeps"]].count(["step", 0.1]) == 5  # WAIT waits twice
+    print(f"edges {observation} × {space}: {dict(counts)} equal; endings {dict(ended)}")
 
 
 def test_som_with_computer_13_is_refused_by_both(episodes: dict[str, Any], osworld_data: Path, tmp_path: Path) -> None:

@@ -4,7 +4,8 @@
 The loop is `lib_run_single.run_single_example`'s: `predict`, then every action through `env.step(action,
 sleep_after_execution)` until one is done, at most `max_steps` predictions (its recording, result files and
 `evaluate` are left out: this test compares requests and actions, not scores). An exception ends the episode
-as it ends upstream's (`run.py` logs it and writes no result).
+as it ends upstream's (`run.py` logs it and writes no result). Upstream's waits (`time.sleep` in `call_llm` and
+in `DesktopEnv.step`) are recorded per episode instead of slept.
 
 Stubs stand in for the model SDKs agent.py imports at module level and never calls for a `gpt-*` model
 (dashscope, google.generativeai, google.api_core, groq, and backoff where it is not installed), and for what
@@ -68,10 +69,15 @@ def main() -> None:
         return requests.post(base_url + "/chat/completions", **kwargs)
 
     agent_module.requests = types.SimpleNamespace(post=post)  # agent.py's calls only; the controller's stay real
+    # upstream's waits (call_llm after a failed call, DesktopEnv.step after an action) are recorded, not slept
+    sleeps: list[list] = []
+    agent_module.time = types.SimpleNamespace(sleep=lambda s: sleeps.append(["call_llm", s]))
+    sys.modules["desktop_env.desktop_env"].time = types.SimpleNamespace(sleep=lambda s: sleeps.append(["step", s]))
     results = []
     for episode in json.load(sys.stdin):
         args = episode["args"]
         actions, error, done = [], None, False
+        sleeps.clear()
         try:
             agent = agent_module.PromptAgent(model="gpt-4o", max_tokens=args["max_tokens"], top_p=args["top_p"],
                                              temperature=args["temperature"], action_space=args["action_space"],
@@ -98,7 +104,8 @@ def main() -> None:
                 step_idx += 1
         except Exception as exc:  # noqa: BLE001 - upstream's run.py logs it and moves on
             error = f"{type(exc).__name__}: {exc}"
-        results.append({"task_id": episode["task_id"], "actions": actions, "done": done, "error": error})
+        results.append({"task_id": episode["task_id"], "actions": actions, "done": done, "error": error,
+                        "sleeps": list(sleeps)})
     out.write_text(json.dumps(results))
 
 

@@ -20,7 +20,9 @@ Scoring is OSWorld's own: the metric functions and getters of the checkout the t
 (`desktop_env/evaluators`, loaded at run time by `upstream.py`), dispatched as upstream's `DesktopEnv.evaluate`
 (`evaluator.py`). Score in [0, 1]; `success` is `score == 1.0`. A final answer instead of a DONE/FAIL action
 counts as DONE, or as FAIL when it is exactly "FAIL". A task the evaluator could not score (status
-`unsupported`/`error`) gets no score; its row says why. A metric needing a missing optional package (easyocr,
+`unsupported`/`error`) gets no score; its row says why. Nor does an episode that ended in an error (stop reason
+`error`, e.g. where upstream's own loop raises): upstream writes no `result.txt` for it, so it stays out of the
+`upstream` figures, and QitOS's own count it unscored. A metric needing a missing optional package (easyocr,
 librosa, pyacoustid, borb, ...) ends `requires_unavailable` naming it.
 
 Running needs a desktop, one per concurrent task: `QITOS_OSWORLD_CONTROLLER=http://<vm-host>:5000` (comma-
@@ -324,6 +326,10 @@ class OsworldAdapter(BenchmarkAdapter):
         """Upstream's evaluators on the VM as the scoring side's provider reads it; the agent's final DONE/FAIL
         comes from its env's final state (`result.final_state`), or from its final answer."""
         ow = self.gold(task)
+        if result.stop_reason is StopReason.ERROR:  # upstream's run loop writes no result.txt after an exception
+            return Evaluation(success=None, score=None, prediction=None, metadata={
+                "domain": ow.domain, "example_id": ow.id, "status": "not_scored",
+                "reason": "the episode ended in an error (upstream's run loop writes no result for it)"})
         state = getattr(result, "final_state", None)
         state = state if isinstance(state, dict) else {}
         last = _action_or_none(state.get("last_action"))

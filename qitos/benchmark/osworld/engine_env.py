@@ -4,7 +4,9 @@ The engine drives it through its optional hooks: `bind_events` (each executed ac
 event holding the exact command sent to the VM), `reset` (first observation), `is_terminal` (DONE or FAIL
 ends the episode → stop reason `env_terminal`), `step_summary` (the step's `state_diff`) and
 `take_visual_assets` (screenshots are written into the run directory, so traces stay self-contained).
-The recipe's `computer` tool calls `step`, and reads `observation` for the screenshot and accessibility tree.
+The recipe's `computer` tool calls `step`, and reads `observation` for the screenshot and accessibility tree; the
+`prompt-agent` recipe calls `run_plan` instead, with what upstream's own `DesktopEnv.step` does with the action
+(`upstream_step.py`), so its actions are validated, worded and waited on as upstream's are, not by `actions.py`.
 
 `final_state()` is what the scoring side reads after the episode: the actions sent and the last one (DONE, FAIL).
 The env holds no evaluator; the scoring side scores with its own provider (`agent_env.py` builds the agent's).
@@ -12,6 +14,7 @@ The env holds no evaluator; the scoring side scores with its own provider (`agen
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -162,6 +165,44 @@ class OsworldEnv:
             return f"{kind} received: the episode is over."
         return f"{describe_action(parsed)} executed."
 
+    def run_plan(self, action: Any, plan: Any, prefix: str) -> str:
+        """Run one action as upstream's `DesktopEnv.step` does (the `prompt-agent` recipe): `plan` is what upstream's
+        own statements do with it (`upstream_step.Plan`): its sleeps and pyautogui commands, in order (each sent as
+        upstream's controller sends it: `python -c <prefix with the code>`), then the observation. A command that
+        fails in the VM is noted and the step goes on, as upstream's controller does. Where upstream raises
+        (`plan.error`), the step stops there without observing, as upstream's."""
+        if self._terminal:
+            raise ActionRejected("the episode is over (DONE or FAIL was already sent); no further actions run")
+        started = time.monotonic()
+        self.actions.append(action)  # upstream's action_history takes it before anything can raise
+        commands, failures = [], []
+        for kind, value in plan.events:
+            if kind == "sleep":
+                self._sleep(value)
+                continue
+            command = ["python", "-c", prefix.format(command=value)]
+            commands.append(command)
+            try:
+                result = self.provider.client.execute(command)
+                if not result.ok:
+                    failures.append((result.error or result.output or "failed").strip()[:300])
+            except Exception as exc:  # noqa: BLE001 - upstream's controller logs a failed command and goes on
+                failures.append(f"{type(exc).__name__}: {exc}"[:300])
+        self._terminal = plan.done
+        kind = _raw_kind(action)
+        self._emit("env_step", {"action": action, "kind": kind, "command": commands[0] if commands else None,
+                                "commands": commands, "sleeps": [v for k, v in plan.events if k == "sleep"],
+                                "ok": not failures and plan.error is None, "raised": plan.error,
+                                "detail": "; ".join(failures) or None,
+                                "seconds": round(time.monotonic() - started, 3)})
+        if plan.error is not None:
+            return f"upstream raises: {plan.error}"
+        obs = self._observe()
+        self._summary = {"action": json.dumps(action, default=str)[:200], "kind": kind, "ok": not failures,
+                         "terminal": self._terminal, "screenshot_bytes": len(obs.screenshot or b""),
+                         "a11y_tree_chars": len(obs.accessibility_tree or ""), "observation_error": obs.error}
+        return f"{kind} ran" + (f"; failed in the VM: {'; '.join(failures)}" if failures else "")
+
     # -- observing ---------------------------------------------------------------------------------
     def _observe(self) -> Observation:
         """Screenshot always (the trace keeps it); the tree only when the agent observes it."""
@@ -184,6 +225,15 @@ class OsworldEnv:
     def _emit(self, kind: str, payload: dict[str, Any]) -> None:
         if self._events is not None:
             self._events(kind, payload)
+
+
+def _raw_kind(action: Any) -> str:
+    """WAIT/FAIL/DONE, a computer_13 action type, CODE (pyautogui code), or INVALID (what upstream raises on)."""
+    if isinstance(action, str):
+        return action.strip() if action.strip() in ("WAIT", "FAIL", "DONE") else "CODE"
+    if isinstance(action, dict) and isinstance(action.get("action_type"), str):
+        return action["action_type"]
+    return "INVALID"
 
 
 def _validation_text(exc: Exception) -> str:

@@ -5,7 +5,8 @@ the system prompts (`prompts.py`), which prompt goes with which observation type
 (`PromptAgent.__init__`), the fixed phrases `predict` wraps each observation in, the image part's fields, the
 accessibility-tree table headers (`linearize_accessibility_tree`, `draw_bounding_boxes`) and the trimming mark
 (`trim_accessibility_tree`) are parsed from upstream's unmodified files with `ast` (never imported or run), here,
-and handed to the agent side (which cannot see the data dir) as plain JSON in its env's arguments.
+and handed to the agent side (which cannot see the data dir) as plain JSON in its env's arguments, with the
+rules for running an action and for a failed model call (`upstream_rules.py`).
 
 A file that does not have the shape of the pinned commit is one `PromptTextsError` naming the file and construct.
 """
@@ -19,6 +20,7 @@ from typing import Any
 
 from ..upstream_source import SourceReader
 from .errors import OSWorldError
+from .upstream_rules import read_rules
 
 AGENT_PY = Path("mm_agents/agent.py")
 PROMPTS_PY = Path("mm_agents/prompts.py")
@@ -42,8 +44,9 @@ def load_prompt_texts(osworld_root: Path | str) -> dict[str, Any]:
     instruction), `history` and `current` ({observation_type: {text, format}}: the phrase, and whether the tree is
     formatted into it at `{}`),
     `no_thought`, `image_url_prefix`, `image_extra` (the image part's other fields), `a11y_header`,
-    `som_header`, `trim_mark`, `namespaces` (the ubuntu accessibility namespaces) and `keyboard_keys` (the key
-    names upstream's controller accepts in a computer_13 action)."""
+    `som_header`, `trim_mark`, `namespaces` (the ubuntu accessibility namespaces), `keyboard_keys` (the key
+    names upstream's controller accepts in a computer_13 action) and `rules` (how upstream runs an action and
+    answers a failed call: `upstream_rules.py`)."""
     root = (Path(osworld_root).expanduser() / "upstream").resolve()
     with _LOCK:
         if root not in _CACHE:
@@ -73,7 +76,7 @@ def _read(root: Path) -> dict[str, Any]:
         "namespaces": {key: module_ns[f"{key}_ns_ubuntu"] for key in ("attributes", "state", "component", "value")}
         | {"class_windows": module_ns["class_ns_windows"]},
     }
-    texts.update(_image_part(predict), keyboard_keys=_keyboard_keys(actions))
+    texts.update(_image_part(predict), keyboard_keys=_keyboard_keys(actions), rules=read_rules(root, _READ))
     for kind in ("history", "current"):
         missing = {"screenshot", "a11y_tree", "screenshot_a11y_tree", "som"} - set(texts[kind])
         if missing:
