@@ -207,8 +207,10 @@ class JobContext:
             return None
         cfg = self.cfg
         output = cfg.output or cfg.default_output()
+        from .sides.confine import python_paths
+
         exclude = [cfg.load.data_dir, cfg.load.root, output, output.parent, cfg.trace_logdir,
-                   *_with_bytecode(self.adapter.scoring_side_sources())]
+                   *_with_bytecode(self.adapter.scoring_side_sources()), *python_paths()]  # QitOS: its own check
         exclude = [Path(p).expanduser() for p in exclude if p]
         try:
             self.snapshot = code_snapshot.take(root, exclude=exclude)

@@ -239,9 +239,13 @@ def test_an_import_root_above_the_snapshot_limit_is_refused_in_one_line(tmp_path
     (folder / "weights" / "big.bin").write_bytes(b"0" * 300_000)
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text(json.dumps({"id": "q0", "question": "What is 2 + 2?", "answer": "4"}) + "\n")
-    done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "ident_agent:build", "--model-name",
-               "m", "--base-url", "http://127.0.0.1:9/v1", "--output", tmp_path / "r.jsonl", cwd=folder,
-               env={"QITOS_RUNNER_SNAPSHOT_MB": "0.2", "QITOS_SNAPSHOT_DIR": str(tmp_path / "snapshots")})
+    with OpenAIServer(default=lambda body: Reply(text="Final Answer: 4")) as server:
+        done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "ident_agent:build", "--model-name",
+                   "m", "--base-url", server.base_url, "--output", tmp_path / "r.jsonl", cwd=folder,
+                   env={"OPENAI_API_KEY": "sk-test", "QITOS_RUNNER_SNAPSHOT_MB": "0.2",
+                        "QITOS_SNAPSHOT_DIR": str(tmp_path / "snapshots")})
+        assert not server.requests  # refused before any job
+    assert not (tmp_path / "r.jsonl").exists() or not rows(tmp_path / "r.jsonl")
     assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
     line = [l for l in done.stderr.splitlines() if "snapshot limit" in l]
     assert len(line) == 1 and "weights 0.3 MiB" in line[0] and "QITOS_RUNNER_SNAPSHOT_MB" in line[0], done.stderr
