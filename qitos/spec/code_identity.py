@@ -332,8 +332,8 @@ def store_sources(run_dir: Path, identity: dict[str, Any], copy: tuple[str, str]
     """Copy each closure file into `<run_dir>/agent_code/<nnn>_<basename>` (nnn: its index in
     `identity["files"]`, so names never collide and no path from the closure decides where a copy goes).
 
-    `copy` (live root, snapshot folder): read each file under the root from the snapshot's copy (what ran), and
-    store only sources (`kind` "source"); other kinds are listed with their sha256. Returns the manifest listing
+    `copy` (live root, snapshot folder): each file under the root is the snapshot's copy (what ran), hard-linked
+    when it can be (else copied); only sources (`kind` "source") are stored, other kinds listed with their sha256. Returns the manifest listing
     [{path, stored_as (relative to run_dir, or None), sha256 (of the bytes stored, else of the file), note (only
     when something is off)}]. Files over MAX_STORED_BYTES and unreadable ones are listed, not stored. Writes
     nothing outside run_dir and follows no symlink there.
@@ -359,6 +359,14 @@ def store_sources(run_dir: Path, identity: dict[str, Any], copy: tuple[str, str]
         read_from = Path(path)
         if copy is not None and read_from.is_relative_to(copy[0]):
             read_from = Path(copy[1]) / read_from.relative_to(copy[0])
+            name = _safe_name(index, path)
+            try:  # the snapshot's read-only copy, linked (no bytes copied); a name already there is not replaced
+                os.link(read_from, target / name, follow_symlinks=False)
+                item.update(stored_as=f"{STORE_DIR}/{name}")
+                listing.append(item)
+                continue
+            except OSError:  # another file system: copied below
+                pass
         try:
             data = read_from.read_bytes()
         except OSError as exc:
