@@ -197,6 +197,11 @@ def _candidate_tree(directory: Path, seen: dict[Path, Path | None]) -> Path | No
     return found
 
 
+def work_tree_of(directory: Path) -> Path | None:
+    """The nearest folder at or above `directory` holding `.git`: where git is told to stop looking."""
+    return _candidate_tree(Path(directory).resolve(), {})
+
+
 def porcelain(top: Path | str, *args: str) -> list[tuple[str, str]]:
     """(XY, path relative to the work tree) from `git status --porcelain -z`; raises on git errors."""
     done = _git(top, "status", "--porcelain=v1", "-z", "--ignore-submodules=all", *args, reads_work_tree=True)

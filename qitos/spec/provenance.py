@@ -19,7 +19,7 @@ from importlib import metadata
 from pathlib import Path
 
 from . import safe_git
-from .code_identity import file_states, module_file, porcelain
+from .code_identity import file_states, module_file, porcelain, work_tree_of
 
 KEY_DEPENDENCIES = ("pydantic", "openai", "httpx", "llama-cpp-python", "ray")
 
@@ -37,7 +37,10 @@ def package_version() -> str:
 @lru_cache(maxsize=8)
 def git_state(cwd: str | None = None) -> tuple[str | None, bool | None]:
     """(SHA, dirty) of the repository containing `cwd`, or (None, None) outside a repository."""
-    where = cwd or str(Path.cwd())
+    top = work_tree_of(Path(cwd or Path.cwd()))  # git is told never to look above the repository's top
+    if top is None:
+        return None, None
+    where = str(top)
     try:
         sha = safe_git.run(where, "rev-parse", "HEAD", reads_work_tree=False, timeout=5)
         if sha.returncode != 0:

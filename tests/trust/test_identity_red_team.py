@@ -19,6 +19,8 @@ from typing import Callable
 
 import pytest
 
+from qitos.spec.official import check_code_identified
+from qitos.spec.run_spec import RunSpec
 from tests.platform.conftest import qit, rows
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.trust.test_code_identity import GIT_ENV, _git
@@ -72,7 +74,8 @@ PLANT = '''
             return None
 
     planted = []
-    for folder in {os.getcwd(), os.environ.get("HOME") or "/tmp", "/tmp", "/tmp/work", TRACES, "/task"}:
+    here = os.path.dirname(os.path.abspath(__file__))  # its own import root: the read-only snapshot
+    for folder in {here, os.getcwd(), os.environ.get("HOME") or "/tmp", "/tmp", "/tmp/work", TRACES, "/task"}:
         path = plant(folder)
         if path:
             planted.append(path)
@@ -117,6 +120,14 @@ def _checks(manifest: dict) -> dict[str, dict]:
     return {c["check"]: c for c in manifest["official_checks"]}
 
 
+def _agent_code_identified(manifest: dict) -> tuple[bool, str]:
+    """`code_identified` on the run's RunSpec with QitOS's own checkout taken as clean: the agent's part alone (the
+    checkout under test may have uncommitted changes, which fail the whole check on their own)."""
+    spec = {k: v for k, v in manifest["run_spec"].items() if k != "fingerprint"}
+    found = check_code_identified(RunSpec.model_validate({**spec, "git_dirty": False}))
+    return found.passed, found.detail
+
+
 def _answer(row: dict) -> dict:
     return json.loads(row["prediction"])
 
@@ -138,12 +149,16 @@ def test_planted_repositories_in_every_writable_folder_run_nothing(tmp_path: Pat
     _write(folder, PLANT, tmp_path)
     row, manifest = _run(folder, tmp_path)
     assert not marker.exists(), "a command planted in a repository ran on the scoring side"
-    assert len(_answer(row)["planted"]) >= 3, _answer(row)  # the agent did plant them
+    planted = _answer(row)["planted"]
+    assert len(planted) >= 3, planted  # the agent did plant them
+    assert not [p for p in planted if p.startswith(str(folder))], planted  # its import root is read-only
+    assert not (folder / ".git").exists() and not (folder / "pwn_helper.py").exists()
     code = manifest["run_spec"]["agent_code"]
     assert "pwn" not in json.dumps(code), code  # what the agent side reports is not its identity
     assert [Path(f["path"]).name for f in code["closure"]["files"]] == ["ident_agent.py"]
     assert code["snapshot"] and code["closure"]["snapshot"] == code["snapshot"]
-    assert _checks(manifest)["code_identified"]["passed"], _checks(manifest)["code_identified"]
+    passed, detail = _agent_code_identified(manifest)
+    assert passed and f"snapshot {code['snapshot'][:12]}" in detail, detail
     stored = json.loads((Path(row["trace_run_dir"]) / "agent_code" / "index.json").read_text())
     assert [Path(item["path"]).name for item in stored] == ["ident_agent.py"]  # the trace keeps the snapshot's sources
 
@@ -192,7 +207,8 @@ def test_a_helper_changed_after_describe_is_not_what_runs(tmp_path: Path) -> Non
     code = manifest["run_spec"]["agent_code"]
     helper = next(f for f in code["closure"]["files"] if f["path"].endswith("lazy_helper.py"))
     assert helper["sha256"] == hashlib.sha256(good.encode()).hexdigest() and helper["state"] == "clean"
-    assert _checks(manifest)["code_identified"]["passed"], _checks(manifest)["code_identified"]
+    passed, detail = _agent_code_identified(manifest)
+    assert passed and f"snapshot {code['snapshot'][:12]}" in detail, detail
 
 
 def test_a_sourceless_bytecode_helper_fails_code_identified_by_name(tmp_path: Path) -> None:
@@ -229,7 +245,8 @@ def test_a_stale_unchecked_hash_pycache_beside_a_committed_source_never_runs(tmp
     assert not (tmp_path / "PLANTED-COMMAND-RAN").exists()
     code = manifest["run_spec"]["agent_code"]
     assert not [f for f in code["closure"]["files"] if "__pycache__" in f["path"]]
-    assert _checks(manifest)["code_identified"]["passed"], _checks(manifest)["code_identified"]
+    passed, detail = _agent_code_identified(manifest)
+    assert passed and f"snapshot {code['snapshot'][:12]}" in detail, detail
 
 
 def test_an_import_root_above_the_snapshot_limit_is_refused_in_one_line(tmp_path: Path) -> None:

@@ -177,3 +177,11 @@ def test_git_ignores_the_callers_git_environment(tmp_path: Path, monkeypatch: py
     assert code_identity.porcelain(repo) == []
     head = safe_git.run(repo, "rev-parse", "--show-toplevel")
     assert Path(head.stdout.strip()) == repo.resolve() and not marker.exists()
+
+
+def test_git_state_of_a_subfolder_finds_its_repository(tmp_path: Path) -> None:
+    repo = _repo(tmp_path / "repo", {"sub/agent.py": RUNNER})
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    git_state.cache_clear()
+    assert git_state(str(repo / "sub")) == (head, False)
+    assert git_state(str(tmp_path)) == (None, None)
