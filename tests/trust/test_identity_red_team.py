@@ -166,7 +166,9 @@ def test_planted_repositories_in_every_writable_folder_run_nothing(tmp_path: Pat
 LAZY = '''
     import lazy_helper  # imported only now, long after describe
 
-    return {"value": lazy_helper.value(), "file": lazy_helper.__file__}
+    prefix = sys.pycache_prefix
+    return {"value": lazy_helper.value(), "file": lazy_helper.__file__, "pycache_prefix": prefix,
+            "prefix_writable": bool(prefix) and os.access(prefix, os.W_OK)}
 '''
 
 
@@ -241,7 +243,9 @@ def test_a_stale_unchecked_hash_pycache_beside_a_committed_source_never_runs(tmp
     assert control.stdout.strip() == "STALE", control  # the control: plain Python runs the stale bytecode
     (tmp_path / "PLANTED-COMMAND-RAN").unlink()
     row, manifest = _run(folder, tmp_path)
-    assert _answer(row)["value"] == "SOURCE", _answer(row)
+    answer = _answer(row)
+    assert answer["value"] == "SOURCE", answer
+    assert answer["pycache_prefix"] and not answer["prefix_writable"], answer  # bytecode from a read-only cache only
     assert not (tmp_path / "PLANTED-COMMAND-RAN").exists()
     code = manifest["run_spec"]["agent_code"]
     assert not [f for f in code["closure"]["files"] if "__pycache__" in f["path"]]

@@ -4,9 +4,9 @@ Python reads a `__pycache__/*.pyc` beside a source without looking at the source
 "unchecked hash", so a folder's bytecode can run other code than its hashed sources. The agent host's Python
 therefore runs with PYTHONPYCACHEPREFIX set to a folder of its own and reads no bytecode beside any source. To
 keep its start as fast as with bytecode (about 1 s instead of 4 s for the engine, pydantic and the OpenAI SDK),
-the scoring side fills that folder once per Python, module list and QitOS source state, by importing the
-host's warm modules (QitOS's and the environment's, never the agent's) in a child process with the same
-prefix; the agent host gets it read-only. Bytecode there is written by import itself (checked against each
+the scoring side fills that folder, once per interpreter and installed set and then for each new list of warm
+modules, by importing the host's warm modules (QitOS's and the environment's, never the agent's) in a child
+process with the same prefix; the agent host gets it read-only. Bytecode there is written by import itself (checked against each
 source's mtime and size), so a stale entry is recompiled in memory, never trusted.
 """
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -32,35 +31,31 @@ def cache_base() -> Path:
     return Path(base) / "qitos" / "agent-pycache"
 
 
-def _key(modules: list[str], pythonpath: list[str]) -> str:
-    """What the cache's contents depend on: the interpreter, the modules, QitOS's sources and the installed set."""
-    import qitos
-
-    package = Path(qitos.__file__).resolve().parent
-    sources = sorted((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in package.rglob("*.py"))
+def _key() -> str:
+    """What the cache's contents depend on: the interpreter and the installed set. QitOS's sources are not in the
+    key: an edited module's entry no longer matches its source's mtime and size, and is compiled in memory."""
     installed = [os.stat(p).st_mtime_ns for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
                  if os.path.isdir(p)]
-    blob = json.dumps([sys.version, sys.executable, sorted(modules), pythonpath, sources, sorted(installed)])
+    blob = json.dumps([sys.version, sys.executable, sorted(installed)])
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
 def prefix(modules: list[str], pythonpath: list[str]) -> str:
-    """The read-only bytecode folder for an agent host importing `modules` with `pythonpath` (built if missing)."""
-    base = cache_base()
-    target = base / _key(modules, pythonpath)
-    if target.is_dir():
+    """The read-only bytecode folder for an agent host importing `modules` with `pythonpath`: one per interpreter
+    and installed set, to which each new module list adds what it imports (written atomically by import itself,
+    so a host reading it meanwhile sees whole files)."""
+    target = cache_base() / _key()
+    done = target / ".built" / hashlib.sha256(json.dumps([sorted(modules), pythonpath]).encode()).hexdigest()[:24]
+    if done.exists():
         return str(target)
-    base.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix="staging-", dir=base))
+    done.parent.mkdir(parents=True, exist_ok=True)
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(pythonpath),
-           "PYTHONPYCACHEPREFIX": str(staging), "QITOS_AGENT_SIDE": "1"}
+           "PYTHONPYCACHEPREFIX": str(target), "QITOS_AGENT_SIDE": "1"}
     try:
-        subprocess.run([sys.executable, "-c", _WARM, *modules], env=env, cwd=str(staging), stdin=subprocess.DEVNULL,
-                       capture_output=True, timeout=BUILD_TIMEOUT_SECONDS)
+        with tempfile.TemporaryDirectory() as empty:  # the child's current directory: nothing to import there
+            subprocess.run([sys.executable, "-c", _WARM, *modules], env=env, cwd=empty, stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=BUILD_TIMEOUT_SECONDS)
+        done.touch()
     except (OSError, subprocess.SubprocessError):
         pass  # what was written is valid bytecode; what is missing is compiled from source in the host
-    try:
-        staging.rename(target)
-    except OSError:  # another process built it first
-        shutil.rmtree(staging, ignore_errors=True)
     return str(target)
