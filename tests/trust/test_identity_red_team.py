@@ -80,6 +80,20 @@ PLANT = '''
         if path:
             planted.append(path)
     planted.append(os.path.join(TRACES, "pwn_helper.py"))  # the scoring side's own trace folder (see the test)
+    import gc
+
+    for writer in [o for o in gc.get_objects() if type(o).__name__ == "StreamWriter"]:
+        # step assets named `.git/...`: into its own trace folder, if the scoring side still takes their names
+        files = {".git/HEAD": "ref: refs/heads/main\\n", ".git/config": (Path("/tmp") / ".git" / "config").read_text(),
+                 ".git/objects/keep": "", ".git/refs/heads/keep": "", "pwn_helper.py": "X = 1\\n"}
+        for rel, text in files.items():
+            (Path(writer.run_dir) / rel).parent.mkdir(parents=True, exist_ok=True)
+            (Path(writer.run_dir) / rel).write_text(text)
+        try:
+            writer.step({"step_id": 99, "visual_assets": [{"path": rel} for rel in files]})
+            planted.append(os.path.join(TRACES, writer.run_id, "pwn_helper.py"))
+        except Exception:
+            pass
     for number, path in enumerate(planted):  # reported as imported: each is in the closure the agent side lists
         module = types.ModuleType(f"pwn_{number}")
         module.__file__ = path
@@ -159,6 +173,15 @@ def test_planted_repositories_in_every_writable_folder_run_nothing(tmp_path: Pat
     assert code["snapshot"] and code["closure"]["snapshot"] == code["snapshot"]
     passed, detail = _agent_code_identified(manifest)
     assert passed and f"snapshot {code['snapshot'][:12]}" in detail, detail
+    landed = [p.parent.parent for p in traces.glob("*/.git/config")]  # step assets that kept the agent's names
+    if landed:  # the old identification, on what the agent put there: git still runs nothing it names
+        from qitos.spec.code_identity import closure_identity
+
+        subprocess.run(["git", "status"], cwd=landed[0], capture_output=True, env=GIT_ENV)  # the control
+        assert marker.exists(), "the asset-planted repository does not run its command under plain git"
+        marker.unlink()
+        closure_identity([folder / "pwn_helper.py" for folder in landed])
+        assert not marker.exists(), "identifying files in an asset-planted repository ran its command"
     stored = json.loads((Path(row["trace_run_dir"]) / "agent_code" / "index.json").read_text())
     assert [Path(item["path"]).name for item in stored] == ["ident_agent.py"]  # the trace keeps the snapshot's sources
 
