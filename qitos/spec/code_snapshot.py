@@ -157,6 +157,8 @@ def _too_large(root: Path, files: list[tuple[str, Path, int]], limit: int) -> st
 def take(root: str | Path, exclude: Iterable[str | Path] = (), cache: Path | None = None) -> Snapshot:
     """Copy what Python can import from `root` into `<cache>/<digest>/` (reused when it exists); see the module."""
     root = Path(root).resolve()
+    if root in (Path("/"), Path("/tmp")):  # the agent host's own /tmp and / cannot be replaced by a read-only copy
+        raise SnapshotRefused(f"the --runner's import root is {root}: run the runner from a folder of its own")
     limit = max_bytes()
     # an excluded path holding the root (a results file beside the runner, in the root) cannot hide the root whole
     hidden = [p for p in (Path(e).resolve() for e in exclude if e) if not root.is_relative_to(p)]

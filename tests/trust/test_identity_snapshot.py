@@ -85,6 +85,8 @@ def test_an_import_root_above_the_limit_is_refused_in_one_line(tmp_path: Path, c
     assert "\n" not in message and str(root.resolve()) in message and "models 0.2 MiB" in message
     assert code_snapshot.LIMIT_ENV in message and "a folder holding only the agent's code" in message
     assert not cache.exists() or not list(cache.iterdir())
+    with pytest.raises(code_snapshot.SnapshotRefused, match="a folder of its own"):
+        code_snapshot.take("/tmp")
     monkeypatch.setenv(code_snapshot.LIMIT_ENV, "lots")
     with pytest.raises(code_snapshot.SnapshotRefused, match="must be a number of MiB"):
         code_snapshot.take(root)
