@@ -150,7 +150,7 @@ def _too_large(root: Path, files: list[tuple[str, Path, int]], limit: int) -> st
     named = ", ".join(f"{name} {size / 2**20:.1f} MiB" for name, size in biggest)
     total = sum(size for _, _, size in files)
     return (f"the --runner's import root {root} holds {total / 2**20:.1f} MiB in {len(files)} importable files "
-            f"(largest: {named}), over the snapshot limit of {limit / 2**20:.0f} MiB and {MAX_FILES} files: run the "
+            f"(largest: {named}), over the snapshot limit of {limit / 2**20:g} MiB and {MAX_FILES} files: run the "
             f"runner from a folder holding only the agent's code, or raise {LIMIT_ENV}")
 
 
