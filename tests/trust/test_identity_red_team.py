@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-
 from qitos.spec.official import check_code_identified
 from qitos.spec.run_spec import RunSpec
 from tests.platform.conftest import qit, rows
