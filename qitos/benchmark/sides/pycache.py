@@ -6,8 +6,8 @@ therefore runs with PYTHONPYCACHEPREFIX set to a folder of its own and reads no 
 keep its start as fast as with bytecode (about 1 s instead of 4 s for the engine, pydantic and the OpenAI SDK),
 the scoring side fills that folder, once per interpreter and installed set and then for each new list of warm
 modules, by importing the host's warm modules (QitOS's and the environment's, never the agent's) in a child
-process with the same prefix; the agent host gets it read-only. Bytecode there is written by import itself (checked against each
-source's mtime and size), so a stale entry is recompiled in memory, never trusted.
+process with the same prefix; the agent host gets it read-only. Bytecode there is written by import itself
+(checked against each source's mtime and size), so a stale entry is recompiled in memory, never trusted.
 """
 
 from __future__ import annotations
