@@ -255,7 +255,8 @@ def _repository(top: Path, files: list[Path], sources: dict[Path, Path] | None =
     except (OSError, ValueError, RuntimeError, subprocess.SubprocessError) as exc:
         record["error"] = str(exc) or type(exc).__name__
         return record, {f: "no_repository" for f in files}
-    return record, {f: _object_state((sources or {}).get(f, f), committed.get(name), algorithm) for f, name in rel.items()}
+    read = sources or {}
+    return record, {f: _object_state(read.get(f, f), committed.get(name), algorithm) for f, name in rel.items()}
 
 
 def _object_state(path: Path, committed: tuple[str, str] | None, algorithm: str) -> str:
@@ -338,10 +339,10 @@ def store_sources(run_dir: Path, identity: dict[str, Any], copy: tuple[str, str]
     `identity["files"]`, so names never collide and no path from the closure decides where a copy goes).
 
     `copy` (live root, snapshot folder): each file under the root is the snapshot's copy (what ran), hard-linked
-    when it can be (else copied); only sources (`kind` "source") are stored, other kinds listed with their sha256. Returns the manifest listing
-    [{path, stored_as (relative to run_dir, or None), sha256 (of the bytes stored, else of the file), note (only
-    when something is off)}]. Files over MAX_STORED_BYTES and unreadable ones are listed, not stored. Writes
-    nothing outside run_dir and follows no symlink there.
+    when it can be (else copied); only sources (`kind` "source") are stored, other kinds listed with their sha256.
+    Returns the manifest listing [{path, stored_as (relative to run_dir, or None), sha256 (of the bytes stored,
+    else of the file), note (only when something is off)}]. Files over MAX_STORED_BYTES and unreadable ones are
+    listed, not stored. Writes nothing outside run_dir and follows no symlink there.
     """
     root = Path(run_dir).resolve()
     target = root / STORE_DIR

@@ -64,7 +64,8 @@ def _inside(path: str, roots: Iterable[str]) -> bool:
 
 
 def host_argv(*, python_ro: list[str], extra_ro: list[str], hidden: list[str], network: bool,
-              private_mounts: bool, rw: list[str] = (), snapshot: tuple[str, str, list[str]] | None = None) -> list[str]:
+              private_mounts: bool, rw: list[str] = (),
+              snapshot: tuple[str, str, list[str]] | None = None) -> list[str]:
     """The bwrap options (without the command) for the agent host.
 
     `snapshot` (copy, live root, top-level names): the `--runner`'s import root is shown as a read-only folder
