@@ -15,7 +15,6 @@ import sys
 import tempfile
 import threading
 import traceback
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -111,7 +110,8 @@ class JobContext:
     model_id: str | None = None  # the batch's model identity (e.g. the GGUF name and hash), as rows name it
 
     host: Any = None  # the agent host (sides.host.AgentHost), started on first use
-    closure: dict[str, Any] | None = None  # the agent's import closure, learned when describing it
+    closure: dict[str, Any] | None = None  # the --runner's code as the scoring side identified it (its snapshot)
+    snapshot: Any = None  # code_snapshot.Snapshot of the --runner's import root, taken before the first job
 
     @property
     def split(self) -> bool:
@@ -154,7 +154,11 @@ class JobContext:
                                 processes=cfg.agent_processes or self.adapter.agent_processes)
         if cfg.runner:
             root, _ = runner_root(cfg.runner)
-            if root:
+            snapshot = self.runner_snapshot()
+            if snapshot is not None:  # the copy, mounted in place of the live folder
+                settings.snapshot = (snapshot.directory, snapshot.root, snapshot.entries())
+                settings.pythonpath.append(snapshot.root)
+            elif root:  # the runner is an installed package's: the environment, already shown read-only
                 settings.extra_ro.append(root)
                 settings.pythonpath.append(root)
         from . import tokenizer
@@ -185,24 +189,44 @@ class JobContext:
         return self._probe_model
 
     _probe_model: Any = None
-    _closures: dict = dataclasses.field(default_factory=dict)
 
     def job_model(self):
         return self.model_provider()
 
-    def record_closure(self, run_dir: str | Path, files: list[str]) -> None:
-        """Store the sources of the agent's import closure outside the environment in its trace."""
-        if not self.cfg.runner or not files:
-            return
+    def runner_snapshot(self):
+        """The `--runner`'s import root copied and identified here (`code_snapshot`), once per batch, before the
+        agent host starts; None for a recipe or a runner installed as a package (identified with the environment).
+        Never anything the agent side reports: it runs this copy."""
+        if self.snapshot is not None or not self.cfg.runner:
+            return self.snapshot
+        from qitos.spec import code_identity, code_snapshot
+
+        from .sides.host import runner_root
+
+        root, _ = runner_root(self.cfg.runner)
+        if root is None or not code_identity.outside_environment([root]):
+            return None
+        cfg = self.cfg
+        output = cfg.output or cfg.default_output()
+        from .sides.confine import python_paths
+
+        exclude = [cfg.load.data_dir, cfg.load.root, output, output.parent, cfg.trace_logdir,
+                   *_with_bytecode(self.adapter.scoring_side_sources()), *python_paths()]  # QitOS: its own check
+        exclude = [Path(p).expanduser() for p in exclude if p]
         try:
-            from qitos.spec.code_identity import closure_identity, store_sources
-        except ImportError:
+            self.snapshot = code_snapshot.take(root, exclude=exclude)
+        except code_snapshot.SnapshotRefused as exc:
+            raise BenchmarkUsageError(f"--runner '{cfg.runner}': {exc}") from None
+        self.closure = code_snapshot.identity(self.snapshot)
+        return self.snapshot
+
+    def record_closure(self, run_dir: str | Path) -> None:
+        """Keep the sources of the --runner's snapshot (what the agent side ran) in its trace."""
+        if not self.cfg.runner or self.snapshot is None or self.closure is None:
             return
-        key = tuple(files)
-        identity = self._closures.get(key)
-        if identity is None:  # the same closure job after job: identified once (hundreds of paths to resolve)
-            identity = self._closures[key] = closure_identity(files)
-        listing = store_sources(Path(run_dir), identity)
+        from qitos.spec.code_identity import store_sources
+
+        listing = store_sources(Path(run_dir), self.closure, copy=(self.snapshot.root, self.snapshot.directory))
         if listing:  # what ran, readable by anyone: the files and where each is kept
             index = Path(run_dir) / "agent_code" / "index.json"
             index.parent.mkdir(exist_ok=True)
@@ -210,9 +234,7 @@ class JobContext:
 
     def run_spec_extra(self) -> dict[str, Any]:
         cfg = self.cfg
-        code = agent_code(self.recipe, cfg.runner)
-        if self.closure is not None:
-            code["closure"] = self.closure
+        code = agent_code(self.recipe, cfg.runner, self.closure if self.split else None)
         return {
             "benchmark_name": cfg.benchmark, "benchmark_split": cfg.load.split, "benchmark_subset": cfg.load.subset,
             "dataset_digest": self.dataset_digest, "agent_code": code, "model_server": recorded(cfg.model.server),
@@ -267,14 +289,18 @@ def hidden_paths(paths: list[Any]) -> list[str]:
     return out
 
 
-def agent_code(recipe: Recipe, runner: str | None) -> dict[str, Any]:
-    """What identifies the agent's code: a built-in recipe is QitOS's own; a `--runner` is its module file,
-    found without importing it."""
+def agent_code(recipe: Recipe, runner: str | None, snapshot: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What identifies the agent's code: a built-in recipe is QitOS's own; a `--runner` is its module file, found
+    without importing it, and on the agent side the snapshot of its import root (`code_snapshot.identity`) that
+    the agent host runs: the module's hash and repository state are then the snapshot's."""
     if not runner:
         return {"recipe": recipe.name, "source": "qitos"}
-    from qitos.spec.provenance import module_identity
+    from qitos.spec.provenance import module_identity, snapshot_module_identity
 
-    return {"runner": runner, **module_identity(runner.partition(":")[0])}
+    module = runner.partition(":")[0]
+    if snapshot is not None:
+        return {"runner": runner, **snapshot_module_identity(module, snapshot), "closure": snapshot}
+    return {"runner": runner, **module_identity(module)}
 
 
 def _row(ctx: JobContext, task: Task, trial: int, stop_reason: str, **fields: Any) -> BenchmarkRunResult:

@@ -132,18 +132,8 @@ def _described_run_spec(ctx: JobContext, tasks: list[Task]) -> RunSpec:
         if outcome.description is None:
             raise BenchmarkUsageError(f"the agent could not be built for task '{task.id}': "
                                       f"{(outcome.error or 'no reason given').splitlines()[0]}")
-        if cfg.runner:
-            ctx.closure = _closure(outcome.closure)
         return trusted_run_spec(ctx, task, outcome.description)
     return trusted_run_spec(ctx, tasks[0], {})
-
-
-def _closure(files: list[str]) -> dict | None:
-    try:
-        from qitos.spec.code_identity import closure_identity
-    except ImportError:
-        return None
-    return closure_identity(files)
 
 
 TASKS_PER_WORKER = 16  # threads of one process queue for its interpreter lock beyond about this many in flight

@@ -15,10 +15,14 @@ The closure (`closure_identity`'s result, kept as `RunSpec.agent_code["closure"]
                        "error": "<git's message>" (only when git could not read it)}, ...],
      "skipped": {"environment": 12, "qitos": 40}}
 
-`clean`: committed, identical to HEAD. `modified`: tracked, differs from HEAD (staged or not). `untracked`:
-inside a work tree but not in HEAD (untracked, git-ignored or only staged). `no_repository`: in no git work
-tree (or one git cannot read); identified by its sha256 alone. `unreadable`: the scoring side cannot read it.
-Files are grouped by repository (sorted by repository, then path).
+`clean`: its bytes are the blob HEAD holds at its path. `modified`: HEAD holds another blob there (a file
+committed through a filter also reads as modified). `untracked`: not in HEAD (untracked, git-ignored or only
+staged). `no_repository`: in no git work tree (or one git cannot read); identified by its sha256 alone.
+`unreadable`: the scoring side cannot read it. Files are grouped by repository (sorted by repository, then path).
+States come from the repository's objects (`git rev-parse`, `git ls-tree`) and the file's own blob hash: git
+never reads the work tree here, so nothing a repository's config names (fsmonitor, filters, hooks) runs; every
+call goes through `safe_git`. A `--runner`'s files are identified this way from its snapshot (`code_snapshot`),
+never from paths the agent side reports.
 """
 
 from __future__ import annotations
@@ -36,9 +40,11 @@ from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import Any
 
+from . import safe_git
+
 MAX_STORED_BYTES = 2 * 1024 * 1024  # sources larger than this are hashed but not copied into the trace
 STORE_DIR = "agent_code"
-_GIT_BATCH = 400  # pathspecs per `git status` call (keeps the command line short)
+_GIT_BATCH = 400  # pathspecs per `git ls-tree` call (keeps the command line short)
 
 
 def module_file(module: str, search_path: Sequence[str] | None = None) -> Path | None:
@@ -169,9 +175,9 @@ def outside_environment(paths: Iterable[str | Path]) -> list[Path]:
     return [p for p in _resolved(paths) if _kind(p) == "agent"]
 
 
-def _git(top: Path | str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", "--no-optional-locks", "--literal-pathspecs", *args], cwd=str(top),
-                          capture_output=True, text=True, timeout=30)
+def _git(top: Path | str, *args: str, reads_work_tree: bool = False) -> subprocess.CompletedProcess:
+    """Every git call of identification: hardened (`safe_git`), object reads by default."""
+    return safe_git.run(top, *args, reads_work_tree=reads_work_tree)
 
 
 def _candidate_tree(directory: Path, seen: dict[Path, Path | None]) -> Path | None:
@@ -191,9 +197,14 @@ def _candidate_tree(directory: Path, seen: dict[Path, Path | None]) -> Path | No
     return found
 
 
+def work_tree_of(directory: Path) -> Path | None:
+    """The nearest folder at or above `directory` holding `.git`: where git is told to stop looking."""
+    return _candidate_tree(Path(directory).resolve(), {})
+
+
 def porcelain(top: Path | str, *args: str) -> list[tuple[str, str]]:
     """(XY, path relative to the work tree) from `git status --porcelain -z`; raises on git errors."""
-    done = _git(top, "status", "--porcelain=v1", "-z", *args)
+    done = _git(top, "status", "--porcelain=v1", "-z", "--ignore-submodules=all", *args, reads_work_tree=True)
     if done.returncode != 0:
         raise RuntimeError(done.stderr.strip().splitlines()[0] if done.stderr.strip() else "git status failed")
     fields = done.stdout.split("\0")
@@ -211,12 +222,11 @@ def porcelain(top: Path | str, *args: str) -> list[tuple[str, str]]:
     return out
 
 
-def _state(code: str) -> str:
-    return "untracked" if code in ("??", "!!") or code[0] in "ARC" else "modified"
-
-
-def _repository(top: Path, files: list[Path]) -> tuple[dict[str, Any], dict[Path, str]]:
-    """One repository's record and each file's state: one `git status` per batch of files."""
+def _repository(top: Path, files: list[Path], sources: dict[Path, Path] | None = None
+                ) -> tuple[dict[str, Any], dict[Path, str]]:
+    """One repository's record and each file's state, from its objects alone: HEAD's tree (`git ls-tree`) against
+    each file's own blob hash. Git never looks at the work tree here, so no fsmonitor, filter or hook of the
+    repository's config can run; a file committed through a filter reads as modified (fails closed)."""
     record: dict[str, Any] = {"toplevel": str(top), "commit": None, "files": [str(f) for f in files]}
     try:
         level = _git(top, "rev-parse", "--show-toplevel")
@@ -226,27 +236,46 @@ def _repository(top: Path, files: list[Path]) -> tuple[dict[str, Any], dict[Path
         head = _git(top, "rev-parse", "-q", "--verify", "HEAD^{commit}")
         record["commit"] = (head.stdout.strip() or None) if head.returncode == 0 else None
         rel = {f: f.relative_to(real_top).as_posix() for f in files}
-        listed: dict[str, str] = {}
-        names = list(rel.values())
-        for start in range(0, len(names), _GIT_BATCH):
-            for code, name in porcelain(real_top, "--untracked-files=all", "--ignored=matching", "--",
-                                        *names[start:start + _GIT_BATCH]):
-                listed[name] = _state(code)
+        committed: dict[str, tuple[str, str]] = {}
+        if record["commit"]:
+            names = list(rel.values())
+            for start in range(0, len(names), _GIT_BATCH):
+                listed = _git(real_top, "ls-tree", "-r", "-z", "--full-tree", record["commit"], "--",
+                              *names[start:start + _GIT_BATCH])
+                if listed.returncode != 0:
+                    raise RuntimeError(listed.stderr.strip().splitlines()[0] if listed.stderr.strip()
+                                       else "git ls-tree failed")
+                for entry in listed.stdout.split("\0"):
+                    meta, _, name = entry.partition("\t")
+                    if name and len(meta.split()) == 3:
+                        mode, _kind_, obj = meta.split()
+                        committed[name] = (mode, obj)
+        fmt = _git(real_top, "rev-parse", "--show-object-format")
+        algorithm = fmt.stdout.strip() if fmt.returncode == 0 and fmt.stdout.strip() else "sha1"
     except (OSError, ValueError, RuntimeError, subprocess.SubprocessError) as exc:
         record["error"] = str(exc) or type(exc).__name__
         return record, {f: "no_repository" for f in files}
-    default = "clean" if record["commit"] else "untracked"
-    return record, {f: _listed_state(listed, name, default) for f, name in rel.items()}
+    read = sources or {}
+    return record, {f: _object_state(read.get(f, f), committed.get(name), algorithm) for f, name in rel.items()}
 
 
-def _listed_state(listed: dict[str, str], name: str, default: str) -> str:
-    """A file's state; git may list an ignored or untracked directory ("build/") instead of its files."""
-    if name in listed:
-        return listed[name]
-    for entry, state in listed.items():
-        if entry.endswith("/") and name.startswith(entry):
-            return state
-    return default
+def _object_state(path: Path, committed: tuple[str, str] | None, algorithm: str) -> str:
+    """clean / modified / untracked: the blob hash of `path`'s bytes against the object HEAD holds for it."""
+    if committed is None:
+        return "untracked"  # not in HEAD: untracked, git-ignored or only staged
+    mode, obj = committed
+    if not mode.startswith("100"):  # a symlink or submodule in HEAD where a regular file is now
+        return "modified"
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return "modified"
+    return "clean" if blob_id(data, algorithm) == obj else "modified"
+
+
+def blob_id(data: bytes, algorithm: str = "sha1") -> str:
+    """Git's object id of a blob holding `data` (what `git hash-object --no-filters` prints)."""
+    return hashlib.new(algorithm, b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def _hash(path: Path) -> tuple[str | None, int | None]:
@@ -262,9 +291,12 @@ def _hash(path: Path) -> tuple[str | None, int | None]:
         return None, None
 
 
-def file_states(paths: Iterable[str | Path]) -> dict[str, Any]:
-    """`closure_identity` without the environment filter: hash every given file and place it in its repository."""
-    files = _resolved(paths)
+def file_states(paths: Iterable[str | Path], sources: dict[Path, Path] | None = None) -> dict[str, Any]:
+    """`closure_identity` without the environment filter: hash every given file and place it in its repository.
+
+    `sources` (absolute path -> file to read instead, e.g. a snapshot's copy): the paths are taken as given
+    (not resolved) and each is judged on its source's bytes."""
+    files = sorted(sources) if sources is not None else _resolved(paths)
     seen: dict[Path, Path | None] = {}
     groups: dict[Path | None, list[Path]] = {}
     for f in files:
@@ -276,11 +308,11 @@ def file_states(paths: Iterable[str | Path]) -> dict[str, Any]:
         if top is None:
             record, states = None, {f: "no_repository" for f in members}
         else:
-            record, states = _repository(top, members)
+            record, states = _repository(top, members, sources)
             repositories.append(record)
         in_repo = record is not None and "error" not in record
         for f in members:
-            sha, size = _hash(f)
+            sha, size = _hash((sources or {}).get(f, f))
             entries.append({"path": str(f), "sha256": sha, "size": size,
                             "repo": record["toplevel"] if in_repo else None,
                             "commit": record["commit"] if in_repo else None,
@@ -302,13 +334,15 @@ def _safe_name(index: int, path: str) -> str:
     return f"{index:03d}_{base}"
 
 
-def store_sources(run_dir: Path, identity: dict[str, Any]) -> list[dict[str, Any]]:
+def store_sources(run_dir: Path, identity: dict[str, Any], copy: tuple[str, str] | None = None) -> list[dict[str, Any]]:
     """Copy each closure file into `<run_dir>/agent_code/<nnn>_<basename>` (nnn: its index in
     `identity["files"]`, so names never collide and no path from the closure decides where a copy goes).
 
-    Returns the manifest listing [{path, stored_as (relative to run_dir, or None), sha256 (of the bytes
-    stored, else of the file), note (only when something is off)}]. Files over MAX_STORED_BYTES and
-    unreadable ones are listed, not stored. Writes nothing outside run_dir and follows no symlink there.
+    `copy` (live root, snapshot folder): each file under the root is the snapshot's copy (what ran), hard-linked
+    when it can be (else copied); only sources (`kind` "source") are stored, other kinds listed with their sha256.
+    Returns the manifest listing [{path, stored_as (relative to run_dir, or None), sha256 (of the bytes stored,
+    else of the file), note (only when something is off)}]. Files over MAX_STORED_BYTES and unreadable ones are
+    listed, not stored. Writes nothing outside run_dir and follows no symlink there.
     """
     root = Path(run_dir).resolve()
     target = root / STORE_DIR
@@ -320,12 +354,27 @@ def store_sources(run_dir: Path, identity: dict[str, Any]) -> list[dict[str, Any
         path = str(entry.get("path"))
         item: dict[str, Any] = {"path": path, "stored_as": None, "sha256": entry.get("sha256")}
         size = entry.get("size")
+        if entry.get("kind", "source") != "source":
+            item["kind"] = entry.get("kind")
+            listing.append(item)
+            continue
         if size is not None and size > MAX_STORED_BYTES:
             item["note"] = f"{size} bytes, over the {MAX_STORED_BYTES} byte limit: hashed, not stored"
             listing.append(item)
             continue
+        read_from = Path(path)
+        if copy is not None and read_from.is_relative_to(copy[0]):
+            read_from = Path(copy[1]) / read_from.relative_to(copy[0])
+            name = _safe_name(index, path)
+            try:  # the snapshot's read-only copy, linked (no bytes copied); a name already there is not replaced
+                os.link(read_from, target / name, follow_symlinks=False)
+                item.update(stored_as=f"{STORE_DIR}/{name}")
+                listing.append(item)
+                continue
+            except OSError:  # another file system: copied below
+                pass
         try:
-            data = Path(path).read_bytes()
+            data = read_from.read_bytes()
         except OSError as exc:
             item["note"] = f"could not be read: {exc.strerror or exc}"
             listing.append(item)

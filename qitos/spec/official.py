@@ -125,6 +125,11 @@ def _closure_findings(closure: object) -> tuple[list[str], list[str]]:
     if by_state.get("unreadable"):
         problems.append(f"the scoring side cannot read files the agent imports ({_names(by_state['unreadable'])}): "
                         "run the agent where its code is readable")
+    unshown = [f"{f.get('path')} ({'sourceless bytecode' if f.get('kind') == 'bytecode' else 'extension module'})"
+               for f in files if f.get("kind") in ("bytecode", "extension")]
+    if unshown:
+        problems.append(f"the agent's code holds files with no source to identify ({_names(unshown)}): ship their "
+                        "sources, or install compiled code as a package")
     unknown = sorted(set(by_state) - {"clean", "modified", "untracked", "unreadable", "no_repository"})
     if unknown:
         problems.append(f"the agent's import closure has unknown file states ({', '.join(unknown)})")
@@ -132,6 +137,9 @@ def _closure_findings(closure: object) -> tuple[list[str], list[str]]:
         return ["agent imports: no files outside the environment and QitOS"], problems
     repos = {str(f.get("repo")) for f in files if f.get("state") == "clean"}
     parts = [f"agent imports: {len(by_state.get('clean', []))} file(s) committed in {len(repos)} repository(ies)"]
+    if closure.get("snapshot"):
+        parts[0] = (f"agent code: snapshot {str(closure['snapshot'])[:12]} of {closure.get('root')} "
+                    f"({len(files)} file(s)), {len(by_state.get('clean', []))} committed in {len(repos)} repository(ies)")
     loose = by_state.get("no_repository", [])
     if loose:
         parts.append(f"{len(loose)} in no repository ({_names(loose)}): identified by sha256, sources kept in the trace")

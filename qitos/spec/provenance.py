@@ -18,7 +18,8 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-from .code_identity import file_states, module_file, porcelain
+from . import safe_git
+from .code_identity import file_states, module_file, porcelain, work_tree_of
 
 KEY_DEPENDENCIES = ("pydantic", "openai", "httpx", "llama-cpp-python", "ray")
 
@@ -36,16 +37,16 @@ def package_version() -> str:
 @lru_cache(maxsize=8)
 def git_state(cwd: str | None = None) -> tuple[str | None, bool | None]:
     """(SHA, dirty) of the repository containing `cwd`, or (None, None) outside a repository."""
-    where = cwd or str(Path.cwd())
+    top = work_tree_of(Path(cwd or Path.cwd()))  # git is told never to look above the repository's top
+    if top is None:
+        return None, None
+    where = str(top)
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=5)
+        sha = safe_git.run(where, "rev-parse", "HEAD", reads_work_tree=False, timeout=5)
         if sha.returncode != 0:
             return None, None
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=where, capture_output=True, text=True, timeout=10
-        )
-        return sha.stdout.strip(), bool(status.stdout.strip())
-    except (OSError, subprocess.SubprocessError):
+        return sha.stdout.strip(), bool(porcelain(where, "--untracked-files=no"))
+    except (OSError, RuntimeError, subprocess.SubprocessError):
         return None, None
 
 
@@ -123,8 +124,7 @@ def checkout_state(root: Path | str, package: str = "qitos") -> CheckoutState:
     """
     root = str(root)
     try:
-        head = subprocess.run(["git", "rev-parse", "-q", "--verify", "HEAD^{commit}"], cwd=root, capture_output=True,
-                              text=True, timeout=5)
+        head = safe_git.run(root, "rev-parse", "-q", "--verify", "HEAD^{commit}", reads_work_tree=False, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return CheckoutState(root=root, commit=None)
     if head.returncode != 0:
@@ -132,8 +132,7 @@ def checkout_state(root: Path | str, package: str = "qitos") -> CheckoutState:
     commit = head.stdout.strip()
     try:
         modified = tuple(name for _, name in porcelain(root, "--untracked-files=no"))
-        others = subprocess.run(["git", "--literal-pathspecs", "ls-files", "-z", "--others", "--exclude-standard",
-                                 "--", package], cwd=root, capture_output=True, text=True, timeout=10)
+        others = safe_git.run(root, "ls-files", "-z", "--others", "--exclude-standard", "--", package)
         if others.returncode != 0:
             raise RuntimeError(others.stderr.strip() or "git ls-files failed")
         untracked = tuple(sorted(n for n in others.stdout.split("\0") if n.endswith(".py")))
@@ -181,3 +180,19 @@ def module_identity(module: str) -> dict[str, object]:
         dirty = bool(dirty) or entry["state"] != "clean"
     return {"module": module, "file": str(origin), "sha256": _file_sha256(origin), "repo_commit": commit,
             "repo_dirty": dirty}
+
+
+def snapshot_module_identity(module: str, snapshot: dict[str, object]) -> dict[str, object]:
+    """`module_identity` for a runner the agent host runs from a snapshot (`code_snapshot.identity`): the module's
+    file found in the live root without importing it, its sha256 and state those of the snapshot's copy. No git
+    runs here: the snapshot's identification already placed every file in its repository."""
+    root = str(snapshot.get("root") or "")
+    origin = module_file(module, [root]) if root else None
+    files = snapshot.get("files") if isinstance(snapshot.get("files"), list) else []
+    entry = next((f for f in files if origin is not None and f.get("path") == str(origin)), None)
+    if entry is None:
+        return {"module": module, "file": str(origin) if origin else None, "sha256": None, "repo_commit": None,
+                "repo_dirty": None, "snapshot": snapshot.get("snapshot")}
+    return {"module": module, "file": entry["path"], "sha256": entry.get("sha256"), "repo_commit": entry.get("commit"),
+            "repo_dirty": (entry.get("state") != "clean") if entry.get("commit") else None,
+            "snapshot": snapshot.get("snapshot")}

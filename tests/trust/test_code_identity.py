@@ -151,20 +151,23 @@ def test_the_environment_and_qitos_are_left_to_their_own_checks(tmp_path: Path) 
     assert closure["skipped"] == {"environment": 2, "qitos": 1}
 
 
-def test_one_git_status_per_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_git_ls_tree_per_repository_and_no_status(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files are judged from the repository's objects alone: `git status` (which runs fsmonitor and filters
+    from the repository's config) never runs on a repository the closure names."""
     files = {f"pkg{i % 5}/m{i}.py": HELPER for i in range(60)}
     repo = _repo(tmp_path / "repo", files)
     calls: list[tuple[str, ...]] = []
     real = code_identity._git
 
-    def counting(top, *args):
+    def counting(top, *args, **kwargs):
         calls.append(args)
-        return real(top, *args)
+        return real(top, *args, **kwargs)
 
     monkeypatch.setattr(code_identity, "_git", counting)
     closure = closure_identity([repo / name for name in files])
     assert len(closure["files"]) == 60 and {f["state"] for f in closure["files"]} == {"clean"}
-    assert sum(1 for args in calls if args[0] == "status") == 1 and len(calls) <= 3
+    assert sum(1 for args in calls if args[0] == "ls-tree") == 1 and len(calls) <= 4
+    assert not [args for args in calls if args[0] in ("status", "diff", "ls-files")]
 
 
 def test_store_sources_copies_inside_the_run_dir_only(tmp_path: Path) -> None:

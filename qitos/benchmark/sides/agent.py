@@ -156,7 +156,8 @@ def _runtime(job: AgentJob, workdir: Path, link: ScoringLink) -> TaskRuntime:
 
 def module_files() -> list[str]:
     """The files of every module this process imported from outside the Python installation and QitOS: the
-    agent's import closure, for `code_identified` (the scoring side checks each path again).
+    agent's import closure as this side sees it. The scoring side does not use it for `code_identified` (nor opens
+    any path in it): it identifies the snapshot of the runner's import root it took itself (`code_snapshot`).
 
     Asked after every job of a long-lived agent process: while `sys.modules` has the same size and the same
     newest entry, nothing was imported or removed since the last answer, which is given again."""

@@ -64,8 +64,12 @@ def _inside(path: str, roots: Iterable[str]) -> bool:
 
 
 def host_argv(*, python_ro: list[str], extra_ro: list[str], hidden: list[str], network: bool,
-              private_mounts: bool, rw: list[str] = ()) -> list[str]:
-    """The bwrap options (without the command) for the agent host."""
+              private_mounts: bool, rw: list[str] = (),
+              snapshot: tuple[str, str, list[str]] | None = None) -> list[str]:
+    """The bwrap options (without the command) for the agent host.
+
+    `snapshot` (copy, live root, top-level names): the `--runner`'s import root is shown as a read-only folder
+    holding only the copy's entries (`code_snapshot`), never the live folder; other binds inside it still land."""
     args = ["bwrap", "--unshare-user", "--uid", str(AGENT_UID), "--gid", str(AGENT_UID), "--unshare-pid",
             "--unshare-ipc", "--unshare-uts", "--hostname", "agent", "--die-with-parent", "--new-session"]
     if private_mounts:
@@ -80,6 +84,11 @@ def host_argv(*, python_ro: list[str], extra_ro: list[str], hidden: list[str], n
         if os.path.exists(f"/etc/{name}"):
             args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    if snapshot is not None:
+        copy, root, entries = snapshot
+        args += ["--tmpfs", root]
+        for name in entries:
+            args += ["--ro-bind", os.path.join(copy, name), os.path.join(root, name)]
     for path in python_ro:  # the interpreter and packages: nothing of the host's secrets, not scanned (seconds)
         args += ["--ro-bind", path, path]
     for path in extra_ro:
@@ -93,4 +102,6 @@ def host_argv(*, python_ro: list[str], extra_ro: list[str], hidden: list[str], n
         if not os.path.exists(path) or not _inside(path, visible) or any(_inside(v, [path]) for v in visible):
             continue
         args += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
+    if snapshot is not None:
+        args += ["--remount-ro", snapshot[1]]  # after every bind inside it made its mount point
     return args

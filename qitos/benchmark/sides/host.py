@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..lifetime import die_with_parent
+from . import pycache
 from .confine import confinement_status, host_argv, python_paths
 from .wire import Channel
 
@@ -41,7 +42,9 @@ class HostSettings:
     """What the agent side may see and reach."""
 
     network: bool = False
-    extra_ro: list[str] = field(default_factory=list)  # e.g. the --runner's import root, a task's X socket
+    extra_ro: list[str] = field(default_factory=list)  # e.g. the tokenizer cache, a task's X socket
+    # the --runner's import root as the scoring side copied it (copy, live root, top-level names): see code_snapshot
+    snapshot: tuple[str, str, list[str]] | None = None
     hidden: list[str] = field(default_factory=list)  # data dir, tasks file, results file, trace dir
     env: dict[str, str] = field(default_factory=dict)
     pythonpath: list[str] = field(default_factory=list)
@@ -74,10 +77,31 @@ class AgentHost:
              f"or traces; network {'shared' if settings.network else 'off'}; {per_job})")
             if self.confined else f"agent side in a separate but unconfined process: {why}; {per_job}")
 
+    def warm_modules(self) -> list[str]:
+        return [*WARM_MODULES, *self.settings.warm]
+
+    def pythonpath(self) -> list[str]:
+        """The agent side's import path: the runner's root, then the directory holding the qitos package this
+        process runs (a checkout on PYTHONPATH, a worktree), so the agent side imports the same code, not whatever
+        an editable install's finder points at (not mounted there)."""
+        import qitos
+
+        return [*self.settings.pythonpath, str(Path(qitos.__file__).resolve().parent.parent)]
+
+    def pycache(self) -> str:
+        """The host's read-only bytecode folder (PYTHONPYCACHEPREFIX, see `pycache`), built here once."""
+        if self._pycache is None:  # built with QitOS's directory alone on the path: never the runner's modules
+            self._pycache = pycache.prefix(self.warm_modules(), self.pythonpath()[-1:])
+        return self._pycache
+
+    _pycache: str | None = None
+
     def bwrap_options(self) -> list[str]:
         """The confinement's options for these settings, as the filesystem is now (masks depend on what exists)."""
-        return [*host_argv(python_ro=python_paths(), extra_ro=self.settings.extra_ro, hidden=self.settings.hidden,
-                           network=self.settings.network, private_mounts=self.private_mounts)[1:], "--chdir", "/tmp"]
+        return [*host_argv(python_ro=[*python_paths(), self.pycache()], extra_ro=self.settings.extra_ro,
+                           hidden=self.settings.hidden,
+                           network=self.settings.network, private_mounts=self.private_mounts,
+                           snapshot=self.settings.snapshot)[1:], "--chdir", "/tmp"]
 
     def serves(self, settings: HostSettings) -> bool:
         """Would a host started with `settings` now be this one (same view, same environment)? Then keep it."""
@@ -90,17 +114,16 @@ class AgentHost:
 
     def _start(self) -> None:
         control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        warm = [*WARM_MODULES, *self.settings.warm]
+        warm = self.warm_modules()
         command = [sys.executable, "-m", "qitos.benchmark.sides.zygote", str(theirs.fileno()),
                    self.mode, *warm]
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp/home", "PYTHONDONTWRITEBYTECODE": "1",
                "QITOS_AGENT_SIDE": "1", **{k: os.environ[k] for k in PASSED_ENV if k in os.environ},
                **self.settings.env}
-        # the directory holding the qitos package this process runs (a checkout on PYTHONPATH, a worktree), so the
-        # agent side imports the same code, not whatever an editable install's finder points at (not mounted there)
-        import qitos
-
-        pythonpath = [*self.settings.pythonpath, str(Path(qitos.__file__).resolve().parent.parent)]
+        env["PYTHONPYCACHEPREFIX"] = self.pycache()  # no bytecode beside any source is read
+        pythonpath = self.pythonpath()
+        if self.settings.snapshot is not None and not self.confined:  # no mount in place: import the copy itself
+            pythonpath = [self.settings.snapshot[0] if p == self.settings.snapshot[1] else p for p in pythonpath]
         env["PYTHONPATH"] = os.pathsep.join(pythonpath)
         passed = [theirs.fileno()]
         options = None

@@ -194,7 +194,7 @@ def run_split(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime, t
                        latency_seconds=summary.latency_seconds, error=outcome.error,
                        run_spec_ref=receiver.spec.fingerprint(), final_state=outcome.final_state)
     evaluation = verdict(result) if reason is not StopReason.CANCELLED else None
-    ctx.record_closure(writer.run_dir, outcome.closure)
+    ctx.record_closure(writer.run_dir)  # the snapshot's sources; never the closure the agent side reports
     facts = RunFacts(model_calls=calls, model_responses=answered, isolation=ctx.isolation())
     checks = official_checks(receiver.spec, ctx.experiment, writer.integrity(), facts)
     receiver.finish(status, summary, checks, evaluation)
