@@ -62,9 +62,9 @@ from typing import IO, cast
 
 from pydantic import BaseModel
 
-from .sandbox_output import OutputCap
 from .sandbox_limits import (CommandCgroup, DiskWatch, SandboxLimits, cgroup_support, count_tree, disk_usage,
                              limit_message, rlimit_memory_hit)
+from .sandbox_output import OutputCap
 
 WORK_MOUNT = "/task"
 HOME_MOUNT = "/home/sandbox"
@@ -447,8 +447,8 @@ class BwrapSandbox:
         os.close(started_w)
         assert proc.stdout is not None and proc.stderr is not None
         streams = (proc.stdout, proc.stderr)
-        readers = [_CappedReader(cast(io.BufferedReader, s), OutputCap(self.max_output_bytes, self.max_output_tail_bytes))
-                   for s in streams]
+        readers = [_CappedReader(cast(io.BufferedReader, s), OutputCap(self.max_output_bytes,
+                                                                       self.max_output_tail_bytes)) for s in streams]
         for reader in readers:
             reader.start()
         if stdin is not None and proc.stdin is not None:

@@ -85,7 +85,7 @@ class Script:
             LONG_COMMAND,
             WIDE_COMMAND,
         ]
-        if h % 29 == 0:
+        if h % 17 == 0:
             return Reply(text="Thought: wait\nCommand: sleep 5")
         return Reply(text=choices[h % len(choices)])
 

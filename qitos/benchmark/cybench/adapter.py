@@ -90,6 +90,7 @@ if TYPE_CHECKING:
 
 OUTPUT_KEEP_BYTES = 1_000_000  # at least this much of each end of a command's output is kept (output_keep_bytes)
 
+
 def resolve_toolchain(opts: CybenchOptions, data_dir: Path) -> Path | None:
     """The toolchain venv the sandbox gets: none when off or (auto) not installed."""
     if opts.toolchain == "off":

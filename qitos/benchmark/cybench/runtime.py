@@ -13,9 +13,9 @@ writable ``/task``, there is no network, and a time limit applies. A script that
 The agent's sandbox does *not* see the task directory (it holds ``metadata/solution`` and the
 flag); it sees only the work dir and the read-only system. Its commands run in upstream's agent dir
 (``agent_dir``, ``/tmp/cyber-bench``, read from upstream's run_task.py by the adapter), where the work dir is
-mounted as well as at ``/task``; it keeps the head and the tail of a long output (``max_output_tail_bytes``). ``python`` is provided as an alias of
-``python3`` (as in upstream's Kali image) through a small read-only shim directory on ``PATH``,
-and ``python_path`` directories (e.g. made with ``pip install --target DIR pycryptodome``) can be
+mounted as well as at ``/task``; it keeps the head and the tail of a long output (``max_output_tail_bytes``).
+``python`` is provided as an alias of ``python3`` (as in upstream's Kali image) through a small read-only shim
+directory on ``PATH``, and ``python_path`` directories (e.g. made with ``pip install --target DIR pycryptodome``) can be
 mounted read-only and put on ``PYTHONPATH`` to give the sandbox Python packages it lacks. The
 CTF toolchain (``toolchain.py``: pwntools, pycryptodome, sympy, z3, ...) is a venv mounted
 read-only at its host path with its ``bin/`` first on ``PATH``.
