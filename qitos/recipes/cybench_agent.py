@@ -259,7 +259,8 @@ def build_cybench_agent(ctx: RecipeContext) -> AgentModule:
         raise RuntimeError(f"cybench-agent: upstream CyBench's texts could not be rendered: {raw['error']}")
     texts = UpstreamTaskTexts.model_validate(raw)
     execution = str(ctx.runtime.handles.get("execution") or "bwrap")
-    model_name = str(getattr(ctx.make_model(None), "name", "") or "")  # the name each request sends
+    model = ctx.make_model(None)  # the name each request sends (a replay: the recorded run's)
+    model_name = str(getattr(model, "recorded_model", None) or getattr(model, "name", "") or "")
     agent = CybenchUpstreamAgent(env, texts, opts, execution=execution, model_name=model_name)
     if execution == "bwrap" and ctx.runtime.handles.get("toolchain"):  # mounted in the bwrap sandbox only
         from qitos.benchmark.cybench.toolchain import lock_sha256
