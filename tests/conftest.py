@@ -34,12 +34,18 @@ def require_data(name: str) -> Path:
     pytest.skip(message)
 
 
-def require_tokenizer():
-    """tiktoken's gpt-4 encoding, offline (`qit data fetch tokenizer`); skip, or fail under QITOS_REQUIRE_DATA=1."""
+def require_tokenizer(name: str = "cl100k_base"):
+    """A tiktoken encoding (gpt-4's by default), offline (`qit data fetch tokenizer`); skip, or fail under
+    QITOS_REQUIRE_DATA=1."""
     from qitos.benchmark import tokenizer
 
     try:
-        return tokenizer.gpt4_encoding()
+        if name == tokenizer.GPT4:
+            return tokenizer.gpt4_encoding()
+        tokenizer.activate(name)
+        import tiktoken
+
+        return tiktoken.get_encoding(name)
     except tokenizer.TokenizerMissing as exc:
         if os.environ.get("QITOS_REQUIRE_DATA") == "1":
             pytest.fail(str(exc))

@@ -163,7 +163,7 @@ class JobContext:
                 settings.pythonpath.append(root)
         from . import tokenizer
 
-        if tokenizer.present():  # upstream agents count tokens with it; no gold in it
+        if any(tokenizer.present(name=n) for n in tokenizer.ENCODINGS):  # upstream agents count with them; no gold
             settings.extra_ro.append(str(tokenizer.cache_dir().resolve()))
             settings.env["TIKTOKEN_CACHE_DIR"] = str(tokenizer.cache_dir().resolve())
         output = cfg.output or cfg.default_output()

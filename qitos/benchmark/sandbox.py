@@ -6,7 +6,8 @@ for, and a time limit kills every process the command started.
 
 Layout inside the sandbox (documented contract, other modules rely on it):
 
-- ``/task``: the caller's ``work_dir``, read-write, and the working directory of every command.
+- ``/task``: the caller's ``work_dir``, read-write, and the working directory of every command (unless
+  ``work_alias`` names a second mount of it, under ``/tmp``, to run them in).
   It is the only place whose contents survive on the host.
 - ``/tmp`` and ``/home/sandbox`` (``$HOME``): private to one ``BwrapSandbox`` instance; they
   persist across ``run()`` calls of that instance and are deleted by ``close()`` (or garbage
@@ -26,8 +27,11 @@ Layout inside the sandbox (documented contract, other modules rely on it):
 - A command's background processes do not outlive it: when the command exits (or times out)
   its pid namespace is torn down, which kills everything it started.
 
-Each of stdout and stderr keeps at most ``max_output_bytes`` bytes; the rest is read and
-dropped (so a chatty command does not block) and ``truncated`` is set.
+Each of stdout and stderr keeps at most its first ``max_output_bytes`` bytes, and with ``max_output_tail_bytes``
+its last bytes too (`sandbox_output.OutputCap`: cut on character boundaries, a marker in between); the rest is
+read and dropped (so a chatty command does not block) and ``truncated`` is set. The decode errors are the whole
+stream's. ``work_alias`` binds the work dir at a second path as well and runs commands there (CyBench: upstream's
+agent dir).
 
 Resource limits (memory, processes, file size, disk; see ``sandbox_limits``) apply to every
 command. Reaching one kills the command's whole tree; the result's ``limit`` names it and a
@@ -60,6 +64,7 @@ from pydantic import BaseModel
 
 from .sandbox_limits import (CommandCgroup, DiskWatch, SandboxLimits, cgroup_support, count_tree, disk_usage,
                              limit_message, rlimit_memory_hit)
+from .sandbox_output import OutputCap
 
 WORK_MOUNT = "/task"
 HOME_MOUNT = "/home/sandbox"
@@ -230,21 +235,16 @@ def remove_tree(path: Path) -> None:
 
 
 class _CappedReader(threading.Thread):
-    """Drain a pipe to EOF, keeping the first `limit` bytes so the child never blocks on output."""
+    """Drain a pipe to EOF, keeping what `cap` keeps, so the child never blocks on output."""
 
-    def __init__(self, stream: io.BufferedReader, limit: int) -> None:
+    def __init__(self, stream: io.BufferedReader, cap: OutputCap) -> None:
         super().__init__(daemon=True)
-        self.stream, self.limit = stream, limit
-        self.data = bytearray()
-        self.dropped = 0
+        self.stream, self.cap = stream, cap
 
     def run(self) -> None:
         try:
             while chunk := self.stream.read1(_READ_CHUNK):
-                room = self.limit - len(self.data)
-                if room > 0:
-                    self.data += chunk[:room]
-                self.dropped += max(0, len(chunk) - max(room, 0))
+                self.cap.feed(chunk)
         except (OSError, ValueError):
             pass
 
@@ -275,6 +275,8 @@ class BwrapSandbox:
         env: Mapping[str, str] | None = None,
         limits: SandboxLimits | None = None,
         hosts: Mapping[str, str] | None = None,
+        max_output_tail_bytes: int = 0,
+        work_alias: str | None = None,
     ) -> None:
         if timeout_seconds <= 0:
             raise ValueError(f"BwrapSandbox timeout_seconds must be > 0, got {timeout_seconds}")
@@ -291,6 +293,11 @@ class BwrapSandbox:
         self.hosts = dict(hosts or {})
         self.timeout_seconds = float(timeout_seconds)
         self.max_output_bytes = int(max_output_bytes)
+        self.max_output_tail_bytes = max(0, int(max_output_tail_bytes))
+        if work_alias is not None and (not work_alias.startswith("/tmp/") or ".." in work_alias.split("/")
+                                       or work_alias.rstrip("/") == "/tmp"):
+            raise ValueError(f"BwrapSandbox work_alias must be a folder under /tmp, got {work_alias!r}")
+        self.work_alias = work_alias.rstrip("/") if work_alias else None
         self.env = {
             "PATH": SANDBOX_PATH, "HOME": HOME_MOUNT, "USER": SANDBOX_USER, "LOGNAME": SANDBOX_USER,
             "SHELL": "/bin/bash", "LANG": "C.UTF-8", "TERM": "dumb", "TMPDIR": "/tmp", "PYTHONUNBUFFERED": "1",
@@ -370,9 +377,11 @@ class BwrapSandbox:
             args += ["--ro-bind", str(path), str(path)]
             read_only.append(str(path))
         args += _mask_args(read_only)
+        args += ["--bind", str(self.work_dir), WORK_MOUNT]
+        if self.work_alias:  # under the private /tmp, so the host's /tmp is never touched
+            args += ["--bind", str(self.work_dir), self.work_alias]
         args += [
-            "--bind", str(self.work_dir), WORK_MOUNT,
-            "--chdir", WORK_MOUNT,
+            "--chdir", self.work_alias or WORK_MOUNT,
             "--remount-ro", "/",
         ]
         return args
@@ -438,7 +447,8 @@ class BwrapSandbox:
         os.close(started_w)
         assert proc.stdout is not None and proc.stderr is not None
         streams = (proc.stdout, proc.stderr)
-        readers = [_CappedReader(cast(io.BufferedReader, s), self.max_output_bytes) for s in streams]
+        readers = [_CappedReader(cast(io.BufferedReader, s), OutputCap(self.max_output_bytes,
+                                                                       self.max_output_tail_bytes)) for s in streams]
         for reader in readers:
             reader.start()
         if stdin is not None and proc.stdin is not None:
@@ -461,8 +471,8 @@ class BwrapSandbox:
             with os.fdopen(started_r, "rb") as marker:
                 reached_command = marker.read(1) == b"1"
         duration = time.monotonic() - start
-        out, err = readers
-        stderr_text = err.data.decode("utf-8", errors="replace")
+        out, err = (reader.cap.finish() for reader in readers)
+        stderr_text = err.text
         if hit is None and not timed_out:  # e.g. the kernel OOM-killed a process, then the command exited
             hit = cgroup.hit() or disk.check()
             if hit is None and cgroup.memory_dir is None and rlimit_memory_hit(proc.returncode, stderr_text):
@@ -476,9 +486,9 @@ class BwrapSandbox:
                 f"bwrap options: {shlex.join(self.bwrap_args())}"
             )
         return SandboxResult(
-            stdout_decode_error=decode_error(out.data), stderr_decode_error=decode_error(err.data),
+            stdout_decode_error=out.decode_error, stderr_decode_error=err.decode_error,
             exit_code=None if timed_out or hit else proc.returncode,
-            stdout=out.data.decode("utf-8", errors="replace"),
+            stdout=out.text,
             stderr=stderr_text,
             timed_out=timed_out,
             truncated=bool(out.dropped or err.dropped),

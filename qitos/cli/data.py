@@ -88,7 +88,7 @@ def verify_cmd(name: Annotated[Optional[str], typer.Argument(help="dataset (defa
 @data_app.command("fetch")
 @user_errors
 def fetch_cmd(name: Annotated[str, typer.Argument(help="dataset: tau-bench, cybench, osworld; or `tokenizer`, the "
-                                                         "gpt-4 token counts upstream agents use")],
+                                                         "token counts upstream agents use (cl100k_base, o200k_base)")],
               data_dir: DataDir = None,
               toolchain: Annotated[bool, typer.Option(
                   "--toolchain", help="cybench only: install the pinned CTF toolchain (pwntools, pycryptodome, sympy, "

@@ -10,7 +10,9 @@ One engine step is one upstream iteration:
   as the ONE user message; the first iteration of each subtask sends the whole chain, later ones the chain
   without all but the last ``responses_to_keep`` responses and ``observations_to_keep`` observations, as
   upstream's ``truncated_chat_chain`` stands at that moment;
-- the text is cut to ``max_input_tokens`` (gpt-4 encoding, head and tail halves around upstream's alert);
+- the text is cut to ``max_input_tokens`` (head and tail halves around upstream's alert), counted with the
+  encoding upstream's ``tiktoken.encoding_for_model`` picks for the model's name (o200k_base for gpt-4o names,
+  else cl100k_base: `qitos.benchmark.tokenizer.encoding_name_for_model`);
 - temperature (upstream's TEMPERATURE), ``max_tokens`` = ``max_output_tokens``, ``stop`` = [<END>]; no seed,
   top_p or reasoning effort is sent, whatever the model flags say (upstream sends none);
 - the reply is cleaned (hallucinated turns cut, the stop token appended), ``Answer:`` is looked for first,
@@ -21,8 +23,9 @@ One engine step is one upstream iteration:
   ``iterations_until_hint``, and a subtask out of iterations gets upstream's "You failed ..." message with
   the answer the scoring side reveals.
 
-Not upstream: commands run in QitOS's bwrap sandbox (work dir ``/task``; output capped at 20 kB) unless upstream's
-agent image is used (see docs/benchmarks/cybench.md).
+Not upstream: commands run in QitOS's bwrap sandbox (work dir upstream's ``/tmp/cyber-bench``, also at ``/task``)
+unless upstream's agent image is used, and an output over some megabytes loses its middle (far beyond what
+``max_input_tokens`` shows; see docs/benchmarks/cybench.md).
 """
 
 from __future__ import annotations
@@ -121,7 +124,7 @@ class CybenchUpstreamAgent(AgentModule):
     toolset_name = "cybench_upstream_shell_v1"
 
     def __init__(self, env: CybenchEnv, texts: UpstreamTaskTexts, opts: CybenchOptions, *,
-                 execution: str = "bwrap") -> None:
+                 execution: str = "bwrap", model_name: str = "gpt-4") -> None:
         self.env, self.texts, self.opts, self.t = env, texts, opts, texts.agent
         self.parser_ = UpstreamCybenchParser(texts.agent)
         super().__init__(tools=[self._shell_tool(), *[t for t in env.tools() if t.name == "submit"]],
@@ -130,9 +133,9 @@ class CybenchUpstreamAgent(AgentModule):
         self.model_params = {"temperature": self.t.temperature, "max_tokens": opts.max_output_tokens,
                              "stop": [self.t.stop_token], "seed": None, "top_p": None, "reasoning_effort": None,
                              "think_tags": []}  # the reply's content as it is, as upstream keeps it
-        from qitos.benchmark.tokenizer import gpt4_encoding
+        from qitos.benchmark.tokenizer import encoding_for_model
 
-        self.encoding = gpt4_encoding()
+        self.encoding = encoding_for_model(model_name)  # upstream's tiktoken.encoding_for_model(<model>)
 
     def system_prompt(self, task: Task) -> str | None:
         return None
@@ -256,7 +259,9 @@ def build_cybench_agent(ctx: RecipeContext) -> AgentModule:
         raise RuntimeError(f"cybench-agent: upstream CyBench's texts could not be rendered: {raw['error']}")
     texts = UpstreamTaskTexts.model_validate(raw)
     execution = str(ctx.runtime.handles.get("execution") or "bwrap")
-    agent = CybenchUpstreamAgent(env, texts, opts, execution=execution)
+    model = ctx.make_model(None)  # the name each request sends (a replay: the recorded run's)
+    model_name = str(getattr(model, "recorded_model", None) or getattr(model, "name", "") or "")
+    agent = CybenchUpstreamAgent(env, texts, opts, execution=execution, model_name=model_name)
     if execution == "bwrap" and ctx.runtime.handles.get("toolchain"):  # mounted in the bwrap sandbox only
         from qitos.benchmark.cybench.toolchain import lock_sha256
 

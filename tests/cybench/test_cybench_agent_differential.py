@@ -5,9 +5,12 @@ listed there) in a bwrap sandbox whose ``/task`` is the task's staged work dir, 
 pointed at a loopback server. QitOS side: `qit bench run --benchmark cybench --recipe cybench-agent` against the
 same server. The scripted model answers every request from its content alone (`Script`), with deterministic
 commands (ls, printable heads of the given files, echo, a failing ls, long output that forces truncation, a
-command that times out, output that is not UTF-8) and the reply shapes upstream's parser handles (fences, trailing notes, hallucinated
-turns, lowercase keys, no command, an answer). Compared: every request body (content and every parameter,
-present or absent), per task and in order, and the commands and answers each subtask ran.
+command that times out, output that is not UTF-8, outputs far over 20 kB: `seq 1 30000` after a 2-byte character
+that straddles byte 20,000, and 30 kB of a 3-byte character) and the reply shapes upstream's parser handles (fences,
+trailing notes, hallucinated turns, lowercase keys, no command, an answer). The model's name picks the encoding
+both sides count with: gpt-4o-2024-05-13 (o200k_base) and a name tiktoken does not know (upstream's fallback,
+cl100k_base). Compared: every request body (content and every parameter, present or absent), per task and in
+order, and the commands and answers each subtask ran.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from qitos.benchmark.cybench.tasks import load_tasks
 from qitos.benchmark.cybench.upstream import load_upstream
 from qitos.benchmark.cybench.upstream_texts import render
 from qitos.benchmark.sandbox import BwrapSandbox
-from qitos.benchmark.tokenizer import activate, present
+from qitos.benchmark.tokenizer import activate, encoding_name_for_model, present
 from qitos.cli.qit import app
 from qitos.trace.reader import read_manifest, read_steps
 from tests.conftest import require_system
@@ -42,6 +45,16 @@ HARNESS = Path(__file__).with_name("upstream_harness.py")
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 2  # seconds per command on both sides (upstream's TIMEOUT_PER_COMMAND, patched from 120)
 TOP_LEVEL = re.compile(r"^(?:\|-- |`-- )(\S+)$", re.M)  # the given files, from the prompt's tree
+
+
+# 19,999 bytes of "a", then "é" (bytes 20,000 and 20,001: the old 20 kB cap cut inside it), then seq 1 30000
+LONG_COMMAND = "Thought: a long one\nCommand: head -c 19999 /dev/zero | tr '\\0' a; printf '\\303\\251\\n'; seq 1 30000"
+WIDE_COMMAND = "Command: yes 你 | head -n 10000 | tr -d '\\n'"  # 30,000 bytes of a 3-byte character
+OTHER_MODEL = "qitos-differential-model"  # unknown to tiktoken: upstream counts it with gpt-4's encoding
+
+
+def command_of(reply: str) -> str:
+    return reply.split("Command: ", 1)[1]
 
 
 class Script:
@@ -69,8 +82,10 @@ class Script:
             "Thought: many lines\nCommand: seq 1 2500",
             "Command: `echo ticks`",
             f"Command: printf 'not utf-8: \\377\\376 {h % 10}'",
+            LONG_COMMAND,
+            WIDE_COMMAND,
         ]
-        if h % 29 == 0:
+        if h % 17 == 0:
             return Reply(text="Thought: wait\nCommand: sleep 5")
         return Reply(text=choices[h % len(choices)])
 
@@ -100,8 +115,9 @@ def tasks_for(cybench_data: Path, split: str) -> list:
 
 
 def run_upstream(cybench_data: Path, server: OpenAIServer, record, tmp: Path, *, unguided: bool,
-                 max_input_tokens: int, max_iterations: int, iterations_until_hint: int | None) -> dict[str, Any]:
-    """One task through upstream's own agent, in a bwrap sandbox whose /task holds the staged files."""
+                 max_input_tokens: int, max_iterations: int, iterations_until_hint: int | None,
+                 model: str) -> dict[str, Any]:
+    """One task through upstream's own agent, in a bwrap sandbox whose upstream agent dir holds the staged files."""
     staged = tmp / f"up-{record.name}"
     with CybenchRuntime(record.without_gold(), staged) as runtime:
         runtime.prepare()
@@ -111,12 +127,13 @@ def run_upstream(cybench_data: Path, server: OpenAIServer, record, tmp: Path, *,
     job.write_text(json.dumps({
         "upstream": str(cybench_data / "upstream"), "task_dir": str(record.task_dir), "unguided": unguided,
         "max_input_tokens": max_input_tokens, "max_iterations": max_iterations, "scratch": "/tmp/upstream-run",
-        "iterations_until_hint": iterations_until_hint,
+        "iterations_until_hint": iterations_until_hint, "sent_model": model,
         "timeout": TIMEOUT}))
     python = Path(sys.executable)
     binds = [REPO, cybench_data, python.parent.parent, Path(os.environ["TIKTOKEN_CACHE_DIR"]), job.parent,
              Path(sys.base_prefix)]
     box = BwrapSandbox(staged, network=True, timeout_seconds=600, max_output_bytes=50_000_000, ro_binds=binds,
+                       work_alias=load_upstream(cybench_data).agent_dir,
                        env={"OPENAI_API_KEY": "test", "OPENAI_BASE_URL": server.base_url, "LANG": "",
                             "TIKTOKEN_CACHE_DIR": os.environ["TIKTOKEN_CACHE_DIR"], "PYTHONPATH": str(REPO)})
     try:
@@ -130,10 +147,10 @@ def run_upstream(cybench_data: Path, server: OpenAIServer, record, tmp: Path, *,
 
 
 def run_qitos(cybench_data: Path, server: OpenAIServer, tmp: Path, split: str, task_ids: list[str],
-              options: dict[str, Any]) -> list[dict[str, Any]]:
+              options: dict[str, Any], model: str) -> list[dict[str, Any]]:
     out = tmp / f"qitos-{split}.jsonl"
     args = ["bench", "run", "--benchmark", "cybench", "--recipe", "cybench-agent", "--split", split,
-            "--task-ids", ",".join(task_ids), "--model-name", SENT_MODEL, "--base-url", server.base_url,
+            "--task-ids", ",".join(task_ids), "--model-name", model, "--base-url", server.base_url,
             "--concurrency", "1", "--output", str(out), "--trace-logdir", str(tmp / "runs"),
             "--data-dir", str(cybench_data.parent), "--option", f"command_timeout={TIMEOUT}"]
     for key, value in options.items():
@@ -170,18 +187,22 @@ def first_difference(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> str:
     return f"lengths {len(a)} (upstream) vs {len(b)} (qitos)"
 
 
-CASES = [("unguided", {}, 6000, 15), ("guided", {"max_input_tokens": 1500, "iterations_until_hint": 2}, 1500, 5)]
+CASES = [("unguided", {}, 6000, 15, SENT_MODEL),
+         ("guided", {"max_input_tokens": 1500, "iterations_until_hint": 2}, 1500, 5, SENT_MODEL),
+         ("guided", {"max_input_tokens": 1500, "iterations_until_hint": 2}, 1500, 5, OTHER_MODEL)]
 
 
-@pytest.mark.parametrize(("split", "options", "max_input_tokens", "max_iterations"), CASES)
+@pytest.mark.parametrize(("split", "options", "max_input_tokens", "max_iterations", "model"), CASES)
 def test_same_requests_and_commands_as_upstream(cybench_data: Path, server: OpenAIServer, tmp_path: Path,
                                                 split: str, options: dict, max_input_tokens: int,
-                                                max_iterations: int) -> None:
+                                                max_iterations: int, model: str) -> None:
     ok, why = BwrapSandbox.available()
     require_system(ok, f"the bwrap sandbox ({why})")
-    require_system(present(), "the offline gpt-4 encoding (`qit data fetch tokenizer`)")
+    encoding = encoding_name_for_model(model)
+    assert encoding == ("o200k_base" if model == SENT_MODEL else "cl100k_base")
+    require_system(present(name=encoding), f"the offline {encoding} encoding (`qit data fetch tokenizer`)")
     require_system(shutil.which("tree") is not None, "tree (upstream's run_task.py lists the task's files with it)")
-    activate()
+    activate(encoding)
     started = time.monotonic()
     records = tasks_for(cybench_data, split)
     expected: dict[str, list[dict[str, Any]]] = {}
@@ -191,10 +212,10 @@ def test_same_requests_and_commands_as_upstream(cybench_data: Path, server: Open
         upstream[record.task_id] = run_upstream(
             cybench_data, server, record, tmp_path, unguided=split == "unguided",
             max_input_tokens=max_input_tokens, max_iterations=max_iterations,
-            iterations_until_hint=options.get("iterations_until_hint"))
+            iterations_until_hint=options.get("iterations_until_hint"), model=model)
         expected[record.task_id] = [r["body"] for r in server.requests]
     server.requests.clear()
-    rows = run_qitos(cybench_data, server, tmp_path, split, [r.task_id for r in records], options)
+    rows = run_qitos(cybench_data, server, tmp_path, split, [r.task_id for r in records], options, model)
     ours = [r["body"] for r in server.requests]
     assert [r["task_id"] for r in rows] == [r.task_id for r in records]
     assert all(r["error"] is None for r in rows), [(r["task_id"], r["stop_reason"], r["error"]) for r in rows]
@@ -217,10 +238,18 @@ def test_same_requests_and_commands_as_upstream(cybench_data: Path, server: Open
         r, split, "hard", work_dir="/task", files_present="x\n", tree_output="").hint_messages if h}
     hinted = sum(any(h in c for h in hints) for c in contents)
     undecodable = sum(render(upstream_texts.agent.decode_error, {"str(e)": ""}) in c for c in contents)
-    print(f"\n{split}: {len(records)} tasks, {len(flat)} identical requests ({truncated} truncated, {timeouts} after "
-          f"a timeout, {hinted} with hints, {undecodable} after undecodable output), {commands} identical commands, {answers} answers, "
-          f"{time.monotonic() - started:.0f} s")
+    ran = [c for r in records for cs in upstream[r.task_id]["commands"] for c in cs]
+    long_runs, wide_runs = (sum(command_of(x) == c for c in ran) for x in (LONG_COMMAND, WIDE_COMMAND))
+    long_tail = sum("29999\n30000" in c for c in contents)  # the end of `seq 1 30000`, past the old 20 kB cap
+    wide_seen = sum("你" * 200 in c for c in contents)
+    prompt_dir = sum(upstream_texts.agent_dir in c for c in contents)  # the prompt names upstream's work dir
+    print(f"\n{split}, {model} ({encoding}): {len(records)} tasks, {len(flat)} identical requests ({truncated} "
+          f"truncated, {timeouts} after a timeout, {hinted} with hints, {undecodable} after undecodable output, "
+          f"{long_tail} showing the end of seq 1 30000, {wide_seen} showing the 3-byte run), {commands} identical "
+          f"commands ({long_runs} over 20 kB with a character at byte 20,000, {wide_runs} of 30 kB of 你), "
+          f"{answers} identical answers, {time.monotonic() - started:.0f} s")
     assert len(records) >= 10 and commands > 0 and answers > 0 and truncated > 0 and timeouts > 0 and undecodable > 0
+    assert long_runs > 0 and wide_runs > 0 and long_tail > 0 and wide_seen > 0 and prompt_dir == len(contents)
     assert hinted > 0 if split == "guided" else hinted == 0
     assert {tuple(sorted(b)) for b in flat} == {("max_tokens", "messages", "model", "stop", "temperature")}
     spec = read_manifest(rows[0]["trace_run_dir"]).run_spec or {}

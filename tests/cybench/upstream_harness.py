@@ -8,12 +8,14 @@ Stubbed, because they are not in the data dir or reach the network: ``helm``, ``
 ``together`` (never called for an OpenAI model), ``prompt_toolkit`` and ``termcolor`` (interactive mode only),
 and upstream's ``benchmark.dataclasses`` containers (plain dataclasses with upstream's field names).
 Patched: ``TaskRunner.setup_environment`` (requirements.sh, init_script.sh, ``rm -rf /app/benchmark`` and
-``docker system prune``: the test stages the files itself), ``agent_dir`` (``/task``, QitOS's sandbox work dir,
-instead of ``/tmp/cyber-bench``), and ``tiktoken.encoding_for_model``, which counts with gpt-4's cl100k_base for
-every model (gpt-4o's o200k_base is not available offline; QitOS counts with cl100k_base).
+``docker system prune``: the test stages the files itself), and, when the job names a ``sent_model`` other than
+gpt-4o's, the name ``NonHELMMapping`` sends for the gpt-4o deployment (so upstream's own code counts a name
+tiktoken does not know, with its ``except KeyError`` fallback to gpt-4's encoding). Token counts are upstream's
+own ``tiktoken.encoding_for_model(<sent name>)`` calls, with the offline ranks (``TIKTOKEN_CACHE_DIR``).
 
-The test runs this inside a bwrap sandbox whose ``/task`` is the staged work dir, so upstream's
-``ls``/``tree`` and commands see the same directory as QitOS's sandbox does.
+The test runs this inside a bwrap sandbox whose upstream agent dir (``/tmp/cyber-bench``, run_task.py's own
+``agent_dir``) is the staged work dir, so upstream's ``ls``/``tree`` and commands see the same directory as QitOS's
+sandbox does.
 """
 
 from __future__ import annotations
@@ -227,17 +229,15 @@ def install_stubs() -> None:
 
 def run(job: dict) -> dict:
     install_stubs()
-    import tiktoken
-
-    real = tiktoken.encoding_for_model
-    tiktoken.encoding_for_model = lambda _name: real("gpt-4")
     sys.path.insert(0, job["upstream"])
     os.chdir(job["scratch"])  # upstream writes logs/ relative to its cwd (/app in its image), never in /task
     import agent.agent as agent_module
     import run_task
 
     agent_module.TIMEOUT_PER_COMMAND = job["timeout"]  # 120 upstream; the test uses a short one on both sides
-    from agent.dataclasses.agent_spec import AgentConfig, IterationConfig
+    from agent.dataclasses.agent_spec import AgentConfig, DeploymentName, IterationConfig, NonHELMMapping
+
+    NonHELMMapping.mapping[DeploymentName(MODEL)] = job.get("sent_model", SENT_MODEL)
 
     sys.argv = ["run_task.py"]
     args = run_task.parse_args()  # upstream's defaults for the flags the job does not set
@@ -255,7 +255,6 @@ def run(job: dict) -> dict:
         agent_config=AgentConfig(deployment_name=MODEL), task_dir=job["task_dir"])
     run_task.TaskRunner.setup_environment = lambda self: None
     runner = run_task.TaskRunner(config=config, benchmark_id="differential", metadata=metadata)
-    runner.agent_dir = "/task"
     completion = runner.run_task(
         max_input_tokens=job["max_input_tokens"], max_output_tokens=args.max_output_tokens,
         responses_to_keep=args.responses_to_keep, observations_to_keep=args.observations_to_keep,

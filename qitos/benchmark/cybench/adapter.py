@@ -88,6 +88,9 @@ from qitos.core.task import Budget, EnvSpec, Task
 if TYPE_CHECKING:
     from qitos.core.engine import RunResult
 
+OUTPUT_KEEP_BYTES = 1_000_000  # at least this much of each end of a command's output is kept (output_keep_bytes)
+
+
 def resolve_toolchain(opts: CybenchOptions, data_dir: Path) -> Path | None:
     """The toolchain venv the sandbox gets: none when off or (auto) not installed."""
     if opts.toolchain == "off":
@@ -322,8 +325,10 @@ class CybenchAdapter(BenchmarkAdapter):
         venv = resolve_toolchain(opts, load.data_dir)
         execution, image = execution_of(opts, root)
         public = record.without_gold()
+        keep = output_keep_bytes(opts)
         runtime = CybenchRuntime(public, workdir / "task", variant=variant, python_path=opts.python_path,
-                                 command_timeout_seconds=opts.command_timeout, toolchain=venv)
+                                 command_timeout_seconds=opts.command_timeout, toolchain=venv,
+                                 max_output_bytes=keep, max_output_tail_bytes=keep, agent_dir=_agent_dir(root))
         files: list[str] = []
         missing: list[str] = []
         stack: ServiceStack | None = None
@@ -506,13 +511,32 @@ def _start_image(image: str, runtime: CybenchRuntime, record: CybenchTask, root:
 
     agent = AgentImage(image, runtime.work_dir, load_upstream(root).agent_dir,
                        metadata_dir=record.task_dir / "metadata", network=stack.network if stack else None,
-                       timeout_seconds=opts.command_timeout, max_output_bytes=runtime.max_output_bytes)
+                       timeout_seconds=opts.command_timeout, max_output_bytes=runtime.max_output_bytes,
+                       max_output_tail_bytes=runtime.max_output_tail_bytes)
     try:
         agent.start()
     except ServiceStartError as exc:
         agent.close()
         raise CybenchSetupError(f"{record.task_id}: upstream's agent image did not start: {exc}") from None
     return agent
+
+
+def output_keep_bytes(opts: CybenchOptions) -> int:
+    """Bytes kept of each end of a command's output (stdout, stderr): upstream keeps all of it, and its agent shows
+    the model the first and last max_input_tokens/2 tokens of its chat (a token is at most 128 bytes), so what a
+    model sees never reaches the dropped middle."""
+    return max(OUTPUT_KEEP_BYTES, 256 * opts.max_input_tokens)
+
+
+def _agent_dir(root: Path) -> str | None:
+    """Upstream's agent dir (run_task.py's ``self.agent_dir``), where the agent's commands run; None without
+    upstream's files (the commands then run in ``/task``)."""
+    from qitos.benchmark.cybench.upstream import UpstreamMissingError, UpstreamSourceError, load_upstream
+
+    try:
+        return load_upstream(root).agent_dir
+    except (UpstreamMissingError, UpstreamSourceError):
+        return None
 
 
 def _upstream_texts(runtime: TaskRuntime, episode: CybenchEpisode, opts: CybenchOptions) -> dict[str, Any]:
@@ -526,8 +550,7 @@ def _upstream_texts(runtime: TaskRuntime, episode: CybenchEpisode, opts: Cybench
         work_dir = episode.runtime.work_dir
         # probe_runtime stages nothing: those texts only build the agent whose RunSpec is read, never reach a model
         files_present, tree = upstream.listing(work_dir) if work_dir.exists() else ("\n", "")
-        shown = WORK_MOUNT if runtime.handles.get("execution", "bwrap") == "bwrap" else upstream.agent_dir
-        texts = upstream.render_task(record, episode.split, runtime.handles["variant"], work_dir=shown,
+        texts = upstream.render_task(record, episode.split, runtime.handles["variant"], work_dir=upstream.agent_dir,
                                      files_present=files_present, tree_output=tree,
                                      task_objective=opts.task_objective or None)
     except UpstreamMissingError as exc:

@@ -239,7 +239,7 @@ class CybenchEnv:
 
         @tool
         def shell(command: str) -> str:
-            """Run one bash command line in the task's sandbox (cwd /task) and return its output.
+            """Run one bash command line in the task's sandbox (its files are in /task) and return its output.
 
             Args:
                 command: the command line, e.g. "ls -la" or "python3 solve.py" (not interactive)

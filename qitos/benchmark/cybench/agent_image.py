@@ -24,7 +24,8 @@ from pathlib import Path
 
 from qitos.benchmark.cybench.runtime import docker_available
 from qitos.benchmark.cybench.stack import LABEL, OWNER_LABEL, ServiceStartError, docker, owner_label, remove_stale
-from qitos.benchmark.sandbox import WORK_MOUNT, SandboxResult, decode_error
+from qitos.benchmark.sandbox import WORK_MOUNT, SandboxResult
+from qitos.benchmark.sandbox_output import OutputCap
 
 RUN_TASK_SH = Path("run_task.sh")
 
@@ -57,10 +58,12 @@ class AgentImage:
     """One task's agent container: `start`, `run` each command, `close` (idempotent)."""
 
     def __init__(self, image: str, work_dir: Path, agent_dir: str, *, metadata_dir: Path,
-                 network: str | None, timeout_seconds: float, max_output_bytes: int) -> None:
+                 network: str | None, timeout_seconds: float, max_output_bytes: int,
+                 max_output_tail_bytes: int = 0) -> None:
         self.image, self.work_dir, self.agent_dir = image, Path(work_dir).resolve(), agent_dir
         self.metadata_dir, self.network = metadata_dir.resolve(), network
         self.timeout_seconds, self.max_output_bytes = timeout_seconds, max_output_bytes
+        self.max_output_tail_bytes = max_output_tail_bytes
         self.name = f"qitos-cyb-agent-{secrets.token_hex(4)}"
         self.started = False
 
@@ -95,13 +98,14 @@ class AgentImage:
             code, out, err = None, exc.stdout or b"", exc.stderr or b""
         duration = time.monotonic() - started
         timed_out = code is None or (limit is not None and code == 137 and duration >= limit)
-        cut = len(out) > self.max_output_bytes or len(err) > self.max_output_bytes
-        out, err = out[:self.max_output_bytes], err[:self.max_output_bytes]
+        kept = [OutputCap(self.max_output_bytes, self.max_output_tail_bytes) for _ in (out, err)]
+        for cap, data in zip(kept, (out, err)):
+            cap.feed(data)
+            cap.finish()
         return SandboxResult(exit_code=None if timed_out else code,
-                             stdout_decode_error=decode_error(out), stderr_decode_error=decode_error(err),
-                             stdout=out.decode("utf-8", errors="replace"),
-                             stderr=err.decode("utf-8", errors="replace"),
-                             timed_out=timed_out, truncated=cut, duration_seconds=round(duration, 3))
+                             stdout_decode_error=kept[0].decode_error, stderr_decode_error=kept[1].decode_error,
+                             stdout=kept[0].text, stderr=kept[1].text, timed_out=timed_out,
+                             truncated=any(c.dropped for c in kept), duration_seconds=round(duration, 3))
 
     def close(self) -> None:
         if self.started:

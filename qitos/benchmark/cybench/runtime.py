@@ -11,9 +11,11 @@ writable ``/task``, there is no network, and a time limit applies. A script that
 (e.g. randsubware's ``docker build``) simply fails there instead of touching the host.
 
 The agent's sandbox does *not* see the task directory (it holds ``metadata/solution`` and the
-flag); it sees only ``/task`` and the read-only system. ``python`` is provided as an alias of
-``python3`` (as in upstream's Kali image) through a small read-only shim directory on ``PATH``,
-and ``python_path`` directories (e.g. made with ``pip install --target DIR pycryptodome``) can be
+flag); it sees only the work dir and the read-only system. Its commands run in upstream's agent dir
+(``agent_dir``, ``/tmp/cyber-bench``, read from upstream's run_task.py by the adapter), where the work dir is
+mounted as well as at ``/task``; it keeps the head and the tail of a long output (``max_output_tail_bytes``).
+``python`` is provided as an alias of ``python3`` (as in upstream's Kali image) through a small read-only shim
+directory on ``PATH``, and ``python_path`` directories (e.g. made with ``pip install --target DIR pycryptodome``) can be
 mounted read-only and put on ``PYTHONPATH`` to give the sandbox Python packages it lacks. The
 CTF toolchain (``toolchain.py``: pwntools, pycryptodome, sympy, z3, ...) is a venv mounted
 read-only at its host path with its ``bin/`` first on ``PATH``.
@@ -127,6 +129,8 @@ class CybenchRuntime:
         variant: Variant = "hard",
         command_timeout_seconds: float = 120.0,
         max_output_bytes: int = 20_000,
+        max_output_tail_bytes: int = 0,
+        agent_dir: str | None = None,
         network: bool = False,
         python_path: Sequence[Path] = (),
         toolchain: Path | None = None,
@@ -136,7 +140,8 @@ class CybenchRuntime:
         self.work_dir = Path(work_dir).resolve()
         self.variant: Variant = variant
         self.command_timeout_seconds = command_timeout_seconds
-        self.max_output_bytes = max_output_bytes
+        self.max_output_bytes, self.max_output_tail_bytes = max_output_bytes, max_output_tail_bytes
+        self.agent_dir = agent_dir  # upstream's agent dir: the agent's commands run there (the work dir, mounted)
         self.network = network
         self.python_path = [Path(p).resolve() for p in python_path]
         self.toolchain = Path(toolchain).resolve() if toolchain else None
@@ -164,7 +169,8 @@ class CybenchRuntime:
     # -- sandboxes ------------------------------------------------------------------------------
 
     def sandbox(self, work_dir: Path | None = None, *, task_dir_visible: bool = False,
-                timeout_seconds: float | None = None, services: bool = True) -> BwrapSandbox:
+                timeout_seconds: float | None = None, services: bool = True,
+                work_alias: str | None = None) -> BwrapSandbox:
         """A new sandbox with this runtime's PATH shims and Python packages; caller closes it.
 
         With `hosts` set and `services` true, it shares the host network and resolves the service names.
@@ -180,7 +186,8 @@ class CybenchRuntime:
         return BwrapSandbox(
             work_dir or self.work_dir, network=self.network or bool(hosts),
             timeout_seconds=timeout_seconds or self.command_timeout_seconds,
-            max_output_bytes=self.max_output_bytes, ro_binds=binds, env=env, hosts=hosts,
+            max_output_bytes=self.max_output_bytes, max_output_tail_bytes=self.max_output_tail_bytes,
+            ro_binds=binds, env=env, hosts=hosts, work_alias=work_alias,
         )
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -221,11 +228,12 @@ class CybenchRuntime:
 
     def run(self, command: str | Sequence[str], *, timeout_seconds: float | None = None,
             stdin: str | None = None) -> SandboxResult:
-        """One agent shell command in `/task` (same sandbox across calls, so /tmp persists)."""
+        """One agent shell command in upstream's agent dir (else `/task`), the work dir mounted at both (same
+        sandbox across calls, so /tmp persists)."""
         if self.image is not None and isinstance(command, str) and stdin is None:
             return self.image.run(command, timeout_seconds)  # upstream's agent image (agent_image.py)
         if self._agent_sandbox is None:
-            self._agent_sandbox = self.sandbox()
+            self._agent_sandbox = self.sandbox(work_alias=self.agent_dir)
         return self._agent_sandbox.run(command, timeout_seconds=timeout_seconds, stdin=stdin)
 
     def check_requirements(self) -> RequirementsReport:
