@@ -264,7 +264,7 @@ def seal_trace(run_dir: str | Path) -> None:
         return
     manifest["status"] = run_status(reason)
     tmp = path.with_name(".manifest.json.sealed.tmp")
-    tmp.write_text(json.dumps(manifest), encoding="utf-8")
+    tmp.write_text(json.dumps(manifest, separators=(",", ":"), ensure_ascii=False), encoding="utf-8")
     os.replace(tmp, path)
 
 

@@ -70,12 +70,14 @@ def descendants(root: int) -> dict[int, str]:
 
 
 def find_victim(me: int, command_pid: int, victim: str, rng) -> int | None:
-    """A process of the run to kill instead of the command itself: `worker` (a forked --workers process: the
+    """A process of the run to kill: `qit` (the command itself), `worker` (a forked --workers process: the
     command's own command line under another pid), `agent` (a process running agent jobs: a child of the agent
     host in --agent-processes task, the host itself in batch) or `agent-host` (the host)."""
     found = descendants(me)
     own = found.get(command_pid)
     hosts = {pid for pid, cmd in found.items() if "qitos.benchmark.sides.zygote" in cmd and not cmd.startswith("bwrap")}
+    if victim == "qit":
+        return command_pid
     if victim == "worker":
         pool = [pid for pid, cmd in found.items() if pid != command_pid and cmd == own]
     elif victim == "agent-host":
@@ -121,7 +123,7 @@ def main() -> None:
     parser.add_argument("--signal", required=True, help="TERM, HUP, KILL, INT")
     parser.add_argument("--linger", type=float, default=2.0)
     parser.add_argument("--start-when", default=None, help="count --after from when this path exists")
-    parser.add_argument("--victim", default=None, choices=("worker", "agent", "agent-host"),
+    parser.add_argument("--victim", default=None, choices=("qit", "worker", "agent", "agent-host"),
                         help="signal this process of the run instead of the command (see find_victim)")
     parser.add_argument("--seed", default="0", help="which victim, when several match")
     parser.add_argument("command", nargs=argparse.REMAINDER)
