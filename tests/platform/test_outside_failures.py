@@ -219,6 +219,22 @@ def test_a_second_run_on_the_same_results_file_is_refused(tmp_path):
     assert sorted(r["task_id"] for r in found) == [f"t{i}" for i in range(6)]
 
 
+def test_an_agent_host_killed_while_planning_is_one_line(tmp_path):
+    """The agent host is killed as soon as it appears (while the run describes the agent): one line, exit 1, no
+    traceback, no row, no process left."""
+    write_tasks(tmp_path / "tasks.jsonl", 2)
+    with OpenAIServer(default=_answer) as server:
+        killed = subprocess.run([sys.executable, "-m", "tests.support.reaper", "--after", "0", "--signal", "KILL",
+                                 "--victim", "agent-host", "--", *_command(tmp_path, server, [])],
+                                cwd=REPO, env=_env(), capture_output=True, text=True, timeout=120)
+    report = json.loads(killed.stdout.strip().splitlines()[-1])
+    assert report["signalled"] and not report["survivors"], report
+    lines = [line for line in killed.stderr.splitlines() if line.strip()]
+    assert report["code"] == 1 and len(lines) == 1, (report, killed.stderr[-2000:])
+    assert lines[0].startswith("error: the agent process failed before the run started"), lines
+    assert not (tmp_path / "r.jsonl").exists() or not rows(tmp_path / "r.jsonl")
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _kill_table():
     yield

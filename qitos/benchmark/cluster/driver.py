@@ -11,6 +11,7 @@ when the driver dies, Ray ends the jobs it owns, and a local Ray started by qit 
 from __future__ import annotations
 
 import io
+import os
 import tarfile
 from collections import deque
 from dataclasses import dataclass, field
@@ -31,7 +32,8 @@ if TYPE_CHECKING:
 OnResult = Callable[[Task, int, BenchmarkRunResult | None], None]
 RETRIES = 1  # a job whose node died runs at most twice
 CHECK_SECONDS = 2.0  # how often the driver checks that every job still has a live node that can run it
-PLACEMENT_GRACE_SECONDS = 30.0  # how long a job may have no such node (one may be restarting) before it ends
+# how long a job may have no such node (one may be restarting) before it ends (QITOS_RAY_PLACEMENT_GRACE: seconds)
+PLACEMENT_GRACE_SECONDS = float(os.environ.get("QITOS_RAY_PLACEMENT_GRACE", "30"))
 
 
 def _one_line(exc: BaseException, limit: int = 300) -> str:
@@ -196,12 +198,13 @@ def run_ray(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: int,
     import ray
 
     from ..lifetime import on_stop_signals
-    from .connect import connect_ray
+    from .connect import connect_ray, native_stderr_to
 
     connect_ray(address)
     batch = _Batch(ctx=ctx, pending=deque((task, trial, []) for task, trial in jobs), on_result=on_result,
                    concurrency=concurrency, remote=ray.remote(run_shipped_job), shipment=ray.put(build_shipment(ctx)))
     # A stop signal is only noted here and acted on between waits: raised inside Ray's calls, it would come
     # back as a plain KeyboardInterrupt (the signal lost) or not at all.
-    with on_stop_signals(batch.received.append):
+    output = ctx.cfg.output or ctx.cfg.default_output()
+    with on_stop_signals(batch.received.append), native_stderr_to(output.with_name(output.name + ".ray.log")):
         batch.run()
