@@ -16,7 +16,6 @@ import tempfile
 import threading
 import traceback
 import dataclasses
-import errno
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -31,6 +30,7 @@ from qitos.models.serve import recorded
 from .base import BenchmarkAdapter, Recipe, RecipeContext, TaskRuntime
 from .config import RunConfig
 from .errors import BenchmarkUsageError
+from .outside import disk_full
 from .results import BenchmarkRunResult
 
 
@@ -331,19 +331,6 @@ def run_job(ctx: JobContext, task: Task, trial: int, trace_logdir: Path | None =
                 pass
         if adapter.needs_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
-
-
-_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
-
-
-def disk_full(error: BaseException | str | None) -> bool:
-    """Did this exception (or the error text a run recorded) come from a full disk or quota?"""
-    if isinstance(error, OSError):
-        return error.errno in _DISK_FULL
-    if isinstance(error, BaseException):
-        inner = error.__cause__ or error.__context__
-        return inner is not None and disk_full(inner)
-    return bool(error) and any(f"[Errno {n}]" in error for n in _DISK_FULL)
 
 
 def seal(row: BenchmarkRunResult) -> None:

@@ -29,7 +29,8 @@ from .executors import connect_ray, run_local, run_ray
 from .job import JobContext, batch_model_provider, prepared_task, resolve_recipe, seal
 from .lifetime import exit_code_for, signal_of
 from .registry import canonical_name, get_adapter
-from .results import NOT_DONE_REASONS, BenchmarkRunResult, ResultsFile, RunLock, trace_run_spec
+from .results import NOT_DONE_REASONS, BenchmarkRunResult, ResultsFile, trace_run_spec
+from .run_lock import RunLock
 from .results_tail import warnings_for as cut_warnings
 from .workers import run_workers
 

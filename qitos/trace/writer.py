@@ -264,8 +264,11 @@ def seal_trace(run_dir: str | Path) -> None:
         return
     manifest["status"] = run_status(reason)
     tmp = path.with_name(".manifest.json.sealed.tmp")
-    tmp.write_text(json.dumps(manifest, separators=(",", ":"), ensure_ascii=False), encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(manifest, separators=(",", ":"), ensure_ascii=False), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:  # e.g. a full disk: the trace keeps saying `running` (interrupted), never more than is true
+        tmp.unlink(missing_ok=True)
 
 
 _DEVICES: dict[Path, int] = {}

@@ -219,6 +219,29 @@ def test_a_second_run_on_the_same_results_file_is_refused(tmp_path):
     assert sorted(r["task_id"] for r in found) == [f"t{i}" for i in range(6)]
 
 
+def test_a_full_disk_is_an_outside_failure_and_rerun(tmp_path):
+    """Traces on a tiny tmpfs (64 KiB, in a mount namespace of bwrap's) fill it: the tasks whose traces could not be
+    written end `disk_full`, unscored; the same command with room runs them again."""
+    import shutil
+
+    if not shutil.which("bwrap") or subprocess.run(["bwrap", "--dev-bind", "/", "/", "true"]).returncode:
+        pytest.skip("needs bubblewrap (a mount namespace for the tiny tmpfs)")
+    write_tasks(tmp_path / "tasks.jsonl", TASKS)
+    (tmp_path / "runs").mkdir()
+    with OpenAIServer(default=_answer) as server:
+        command = _command(tmp_path, server, ["--concurrency", "2"])
+        full = subprocess.run(["bwrap", "--dev-bind", "/", "/", "--size", str(64 * 1024), "--tmpfs",
+                               str(tmp_path / "runs"), "--", *command], cwd=tmp_path, env=_env(),
+                              capture_output=True, text=True, timeout=180)
+        before = rows(tmp_path / "r.jsonl")
+        _check_rows(before, "full disk")
+        filled = [r for r in before if r["stop_reason"] == "disk_full"]
+        assert filled and full.returncode in (1, 3), (full.returncode, full.stdout[-2000:], full.stderr[-2000:])
+        assert all("No space left on device" in r["error"] for r in filled), filled[0]["error"]
+        assert "Traceback" not in full.stderr, full.stderr[-2000:]
+        _rerun_completes(tmp_path, server, ["--concurrency", "2"], before, "full disk")
+
+
 def test_an_agent_host_killed_while_planning_is_one_line(tmp_path):
     """The agent host is killed as soon as it appears (while the run describes the agent): one line, exit 1, no
     traceback, no row, no process left."""
