@@ -271,8 +271,7 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
     digest = adapter.dataset_digest(cfg.load, whole)
     experiment = experiment_spec(cfg, tasks, recipe.name)
     output = cfg.output or cfg.default_output()
-    lock = None if cfg.dry_run else RunLock(output).acquire()  # one run per results file, before any work
-    ctx = None
+    ctx, lock = None, None
     try:
         provider = batch_model_provider(cfg, recipe, preflight=True)
         ctx = JobContext(cfg, adapter, recipe, digest, experiment, provider, threading.Event(),
@@ -282,6 +281,8 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
         if ctx.split and not ctx.agent_host().confined:
             warnings.append(f"the agent side is not confined ({ctx.agent_host().isolation_detail.split(': ', 1)[-1]})"
                             ": it runs in a separate process, and no run of this batch is official (agent_isolated)")
+        # one run per results file: taken before the file is read, after every check a refused run fails first
+        lock = None if cfg.dry_run else RunLock(output).acquire()
         return _resume(cfg, adapter, tasks, spec, experiment, ctx, warnings, output, lock)
     except BaseException:
         if ctx is not None and ctx.host is not None:  # e.g. the agent host died while describing the agent

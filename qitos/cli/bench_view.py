@@ -97,7 +97,7 @@ def incomplete_lines(outcome) -> list[str]:
     if outside:
         lines.append(f"failed outside the agent (unscored): {sum(outside.values())} row(s): "
                      + ", ".join(f"{n} {reason}" for reason, n in sorted(outside.items())))
-    if lines:
+    if outcome.missing or outside:
         lines.append("incomplete: rerun the same command to run these tasks again")
     return lines
 
