@@ -202,8 +202,8 @@ def test_killed_workers_and_agent_processes_are_outside_failures(tmp_path):
 
 def test_a_second_run_on_the_same_results_file_is_refused(tmp_path):
     write_tasks(tmp_path / "tasks.jsonl", 6)
-    with OpenAIServer(default=_answer, latency_seconds=0.5) as server:
-        command = _command(tmp_path, server, ["--concurrency", "2"])
+    with OpenAIServer(default=_answer, latency_seconds=2.0) as server:  # the first run takes 12 s or more
+        command = _command(tmp_path, server, ["--concurrency", "1"])
         first = subprocess.Popen(command, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  text=True)
         deadline = time.monotonic() + 60
@@ -211,7 +211,7 @@ def test_a_second_run_on_the_same_results_file_is_refused(tmp_path):
             time.sleep(0.05)
         second = subprocess.run(command, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60)
         out, err = first.communicate(timeout=120)
-    assert second.returncode == 2, second.stderr
+    assert second.returncode == 2, (second.stdout[-2000:], second.stderr)
     lines = [line for line in second.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and f"(pid {first.pid})" in lines[0] and "another run" in lines[0], second.stderr
     assert first.returncode == 0, err[-2000:]
