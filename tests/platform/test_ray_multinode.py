@@ -186,6 +186,8 @@ def test_the_only_node_with_a_resource_killed_mid_run_ends_its_jobs_then_a_rerun
         assert run.returncode == 3, out[-2000:] + err[-3000:]
         assert took < 90, took  # node death noticed in seconds, then the 5 s grace
         assert "failed outside the agent" in out and "node_lost" in out, out[-2000:]
+        # Ray's own output about the dead node (its state dumps) goes to the run's Ray log, not the terminal
+        assert (tmp_path / "r.jsonl.ray.log").exists() and len(err.splitlines()) < 10, err[-3000:]
         before = rows(tmp_path / "r.jsonl")
         lost = [r for r in before if r["stop_reason"] == "node_lost"]
         assert lost and all(r["success"] is None and "no live node" in r["error"] for r in lost), before
