@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from qitos.core.engine import Engine, RunResult
-from qitos.core.stop import StopReason, is_disk_full
+from qitos.core.stop import StopReason, outside_agent
 from qitos.core.task import Task
 from qitos.spec.run_spec import ExperimentSpec
 
@@ -30,6 +30,7 @@ from .base import BenchmarkAdapter, Recipe, RecipeContext, TaskRuntime
 from .config import RunConfig
 from .errors import BenchmarkUsageError
 from .floor import task_floor, with_floor
+from .outside import disk_full
 from .results import BenchmarkRunResult
 
 
@@ -346,10 +347,11 @@ def run_job(ctx: JobContext, task: Task, trial: int, trace_logdir: Path | None =
             return None
         return _evaluated_row(ctx, task, trial, result, verdict)
     except Exception as exc:  # noqa: BLE001 - e.g. the recipe failed to build
-        if is_disk_full(exc):  # the machine's failure (its trace could not be written): unscored, rerun
-            return _row(ctx, task, trial, StopReason.DISK_FULL.value, success=None,
-                        error=f"{type(exc).__name__}: {exc}")
-        return _row(ctx, task, trial, StopReason.ERROR.value, error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+        from .sides.host import AgentHostError
+
+        reason = (StopReason.DISK_FULL if disk_full(exc) else
+                  StopReason.AGENT_PROCESS_DIED if isinstance(exc, AgentHostError) else StopReason.ERROR)
+        return _row(ctx, task, trial, reason.value, error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
     finally:
         if runtime is not None:
             try:
@@ -358,6 +360,14 @@ def run_job(ctx: JobContext, task: Task, trial: int, trace_logdir: Path | None =
                 pass
         if adapter.needs_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def seal(row: BenchmarkRunResult) -> None:
+    """The row is durable: its trace may now say the run is complete (see `TraceWriter.hold_status`)."""
+    if row.trace_run_dir:
+        from qitos.trace.writer import seal_trace
+
+        seal_trace(row.trace_run_dir)
 
 
 class _Verdict:
@@ -370,11 +380,8 @@ class _Verdict:
         self.error: str | None = None
 
     def __call__(self, result: RunResult) -> dict[str, Any] | None:
-        if result.stop_reason is StopReason.CANCELLED:
-            return None  # no row: a rerun does the task again
-        if result.stop_reason is StopReason.DISK_FULL:
-            self.error = "the disk filled while the task ran; not scored"
-            return None
+        if result.stop_reason is StopReason.CANCELLED or outside_agent(result.stop_reason):
+            return None  # cancelled: no row; the machine failed: an unscored row. Either way a rerun does it again
         try:
             self.evaluation = self.ctx.adapter.evaluate(self.task, result, self.runtime)
         except Exception as exc:  # noqa: BLE001 - an evaluator crash is recorded on the row
@@ -410,9 +417,11 @@ def _evaluated_row(ctx: JobContext, task: Task, trial: int, result: RunResult, v
 
         report = read_manifest(result.run_dir).summary.failure_report or {}
         fields["error"] = report.get("traceback") or result.error
-    evaluation = verdict.evaluation
-    if result.stop_reason is StopReason.DISK_FULL:
+    if outside_agent(result.stop_reason):  # the machine failed, not the agent: never scored, run again
+        return _row(ctx, task, trial, result.stop_reason.value, **{**fields, "success": None})
+    if result.stop_reason is StopReason.ERROR and disk_full(fields["error"]):
         return _row(ctx, task, trial, StopReason.DISK_FULL.value, **{**fields, "success": None})
+    evaluation = verdict.evaluation
     if verdict.error is not None or evaluation is None:
         return _row(ctx, task, trial, StopReason.ERROR.value,
                     **{**fields, "success": None, "error": verdict.error or "the evaluation did not run"})

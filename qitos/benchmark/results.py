@@ -27,7 +27,7 @@ from qitos.trace.durability import FLUSHER
 from qitos.trace.redact import redact_text
 
 # Rows with these stop reasons do not count as done for resume.
-NOT_DONE_REASONS = frozenset({"cancelled", "not_executed", "disk_full"})  # disk_full: the machine failed (issue 32)
+NOT_DONE_REASONS = frozenset({"cancelled", "not_executed"})  # outside-the-agent rows: see runner.plan_batch
 
 
 class BenchmarkRunResult(BaseModel):

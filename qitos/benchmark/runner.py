@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from qitos.core.engine import make_run_spec
+from qitos.core.stop import OUTSIDE_AGENT, StopReason
 from qitos.core.task import Task
 from qitos.spec.run_spec import ExperimentSpec, RunSpec
 
@@ -25,10 +26,11 @@ from .budgets import check_budgets
 from .config import RunConfig
 from .errors import BenchmarkUsageError
 from .executors import connect_ray, run_local, run_ray
-from .job import JobContext, batch_model_provider, prepared_task, resolve_recipe
+from .job import JobContext, batch_model_provider, prepared_task, resolve_recipe, seal
 from .lifetime import exit_code_for, signal_of
 from .registry import canonical_name, get_adapter
 from .results import NOT_DONE_REASONS, BenchmarkRunResult, ResultsFile, trace_run_spec
+from .run_lock import RunLock
 from .results_tail import warnings_for as cut_warnings
 from .workers import run_workers
 
@@ -45,9 +47,12 @@ class BatchPlan:
     experiment: ExperimentSpec
     ctx: JobContext
     warnings: list[str] = field(default_factory=list)  # said once, before the run (e.g. flags a recipe ignores)
+    lock: RunLock | None = None  # held from planning to the end of the run (none for --dry-run)
+    outside_rerun: int = 0  # rows of an earlier run that failed outside the agent, taken out to run again
 
 
-FAILED_REASONS = ("error", "setup_failed", "model_error")  # the run itself failed, not the agent at the task
+FAILED_REASONS = frozenset({"error", *OUTSIDE_AGENT})  # the run itself failed, not the agent at the task
+EXIT_INCOMPLETE = 3  # tasks are missing or failed outside the agent: rerun the same command to complete them
 
 
 @dataclass
@@ -55,19 +60,30 @@ class BatchOutcome:
     rows: list[BenchmarkRunResult] = field(default_factory=list)
     cancelled: bool = False
     stop_signal: int = signal.SIGINT  # what cancelled the batch
+    planned: int = 0  # jobs the batch set out to run
+    died: list[str] = field(default_factory=list)  # worker processes that died while running jobs, said how
+
+    @property
+    def missing(self) -> int:
+        """Jobs that ended with no row (their worker died before taking or finishing them)."""
+        return 0 if self.cancelled else max(0, self.planned - len(self.rows))
+
+    @property
+    def outside(self) -> int:
+        return sum(r.stop_reason in OUTSIDE_AGENT for r in self.rows)
 
     @property
     def exit_code(self) -> int:
-        """128 + the signal when cancelled (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP; rerun to resume), 1 every row
-        failed to run, else 0: tasks the agent got wrong
-        and partial failures (some rows `error`, `setup_failed`, `model_error`, `requires_unavailable`) are
+        """128 + the signal when cancelled (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP; rerun to resume); 1 every row
+        failed to run; 3 tasks are missing or failed outside the agent (rerun to complete them); else 0: tasks
+        the agent got wrong, rows ending `error` (raised in the agent's code) or `requires_unavailable` are
         results, counted by `qit bench eval`."""
         if self.cancelled:
             return exit_code_for(self.stop_signal)
-        if self.rows and all(r.stop_reason in FAILED_REASONS for r in self.rows):
+        if self.rows and not self.missing and all(r.stop_reason in FAILED_REASONS for r in self.rows):
             return 1
-        if any(r.stop_reason == "disk_full" for r in self.rows):  # tasks left to run once there is space
-            return 1
+        if self.missing or self.outside:
+            return EXIT_INCOMPLETE
         return 0
 
 
@@ -129,6 +145,10 @@ def _described_run_spec(ctx: JobContext, tasks: list[Task]) -> RunSpec:
                 outcome = describe_agent(ctx, task, runtime)
             finally:
                 adapter.cleanup(runtime)
+        if outcome.stop_reason == StopReason.AGENT_PROCESS_DIED.value:
+            from .sides.host import AgentHostError
+
+            raise AgentHostError(f"while planning: {(outcome.error or '').splitlines()[0]}")
         if outcome.description is None:
             raise BenchmarkUsageError(f"the agent could not be built for task '{task.id}': "
                                       f"{(outcome.error or 'no reason given').splitlines()[0]}")
@@ -241,14 +261,33 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
         cfg.load.model_copy(update={"limit": None, "task_ids": None}))
     digest = adapter.dataset_digest(cfg.load, whole)
     experiment = experiment_spec(cfg, tasks, recipe.name)
-    provider = batch_model_provider(cfg, recipe, preflight=True)
-    ctx = JobContext(cfg, adapter, recipe, digest, experiment, provider, threading.Event(), selected_tasks=len(tasks))
-    spec = _probe_run_spec(ctx, tasks, provider())
-    ctx.run_spec_ref, ctx.model_id = spec.fingerprint(), spec.model_name
-    if ctx.split and not ctx.agent_host().confined:
-        warnings.append(f"the agent side is not confined ({ctx.agent_host().isolation_detail.split(': ', 1)[-1]}): "
-                        "it runs in a separate process, and no run of this batch is official (agent_isolated)")
     output = cfg.output or cfg.default_output()
+    ctx, lock = None, None
+    try:
+        provider = batch_model_provider(cfg, recipe, preflight=True)
+        ctx = JobContext(cfg, adapter, recipe, digest, experiment, provider, threading.Event(),
+                         selected_tasks=len(tasks))
+        spec = _probe_run_spec(ctx, tasks, provider())
+        ctx.run_spec_ref, ctx.model_id = spec.fingerprint(), spec.model_name
+        if ctx.split and not ctx.agent_host().confined:
+            warnings.append(f"the agent side is not confined ({ctx.agent_host().isolation_detail.split(': ', 1)[-1]})"
+                            ": it runs in a separate process, and no run of this batch is official (agent_isolated)")
+        # one run per results file: taken before the file is read, after every check a refused run fails first
+        lock = None if cfg.dry_run else RunLock(output).acquire()
+        return _resume(cfg, adapter, tasks, spec, experiment, ctx, warnings, output, lock)
+    except BaseException:
+        if ctx is not None and ctx.host is not None:  # e.g. the agent host died while describing the agent
+            ctx.host.close()
+            ctx.host = None
+        if lock is not None:
+            lock.release()
+        raise
+
+
+def _resume(cfg: RunConfig, adapter: BenchmarkAdapter, tasks: list[Task], spec: RunSpec, experiment: ExperimentSpec,
+            ctx: JobContext, warnings: list[str], output: Path, lock: RunLock | None) -> BatchPlan:
+    """The jobs left to run in `output`: refuse another configuration, repair cut rows, take out the rows to run
+    again (failed outside the agent; with --retry-errors, errors too), skip the rest."""
     results = ResultsFile(output)
     existing = results.existing()
     refs = {r.get("run_spec_ref") for r in existing if r.get("run_spec_ref")}
@@ -259,12 +298,19 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
             f"{spec.fingerprint()}{'; changed: ' + '; '.join(changed) if changed else ''}). "
             "Use another --output, or --force to append anyway.")
     cut = results.repair() if results.cut and not cfg.dry_run else results.cut  # rows a crash cut short
-    errored = {(r["task_id"], int(r.get("trial", 0))) for r in existing if r.get("stop_reason") == "error"}
-    if cfg.retry_errors and errored:
-        results.rewrite_without(errored)
-        existing = results.existing()
-    done = {(r["task_id"], int(r.get("trial", 0))) for r in existing if r.get("stop_reason") not in NOT_DONE_REASONS}
     all_jobs = [(t, trial) for trial in range(cfg.trials) for t in tasks]
+    selected = {(t.id, trial) for t, trial in all_jobs}
+    again = {"error"} if cfg.retry_errors else set()
+    outside = [r for r in existing if r.get("stop_reason") in OUTSIDE_AGENT and _key(r) in selected]
+    drop = {_key(r) for r in existing if r.get("stop_reason") in again} | {_key(r) for r in outside}
+    if drop and not cfg.dry_run:
+        results.rewrite_without(drop)
+        existing = results.existing()
+    if outside:
+        warnings.append(f"{len(outside)} row(s) failed outside the agent "
+                        f"({', '.join(sorted({r['stop_reason'] for r in outside}))}); "
+                        f"{'this run would run' if cfg.dry_run else 'running'} them again")
+    done = {_key(r) for r in existing if r.get("stop_reason") not in NOT_DONE_REASONS and _key(r) not in drop}
     jobs = [(t, trial) for t, trial in all_jobs if (t.id, trial) not in done]
     warnings.extend(cut_warnings(output, cut, {(t.id, trial) for t, trial in jobs}, cfg.dry_run))
     if cfg.executor == "ray" and jobs and not cfg.dry_run:
@@ -272,13 +318,18 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
         from .cluster.placement import check_placement
 
         check_placement(cfg, adapter, [t for t, _ in jobs])  # ... or no node with what a task needs
-    return BatchPlan(cfg, adapter, tasks, jobs, len(all_jobs) - len(jobs), output, spec, experiment, ctx, warnings)
+    return BatchPlan(cfg, adapter, tasks, jobs, len(all_jobs) - len(jobs), output, spec, experiment, ctx, warnings,
+                     lock, len(outside))
+
+
+def _key(row: dict) -> tuple[str, int]:
+    return row["task_id"], int(row.get("trial", 0))
 
 
 def execute_batch(plan: BatchPlan, on_row: Callable[[BenchmarkRunResult], None] | None = None) -> BatchOutcome:
     """Run the planned jobs; rows are appended as they finish. Ctrl-C returns with `cancelled=True`."""
     results = ResultsFile(plan.output)
-    outcome = BatchOutcome()
+    outcome = BatchOutcome(planned=len(plan.jobs))
     lock = threading.Lock()
 
     def seen(task: Task, trial: int, row: BenchmarkRunResult | None) -> None:
@@ -293,6 +344,7 @@ def execute_batch(plan: BatchPlan, on_row: Callable[[BenchmarkRunResult], None] 
     def on_result(task: Task, trial: int, row: BenchmarkRunResult | None) -> None:
         if row is not None:
             results.append(row)  # durable before anything reports the task finished
+            seal(row)  # ... and before its trace says so
         seen(task, trial, row)
 
     if plan.ctx.split:  # exist before the agent host starts, so it can mask them
@@ -311,7 +363,8 @@ def execute_batch(plan: BatchPlan, on_row: Callable[[BenchmarkRunResult], None] 
             if plan.cfg.executor == "ray":
                 run_ray(plan.ctx, plan.jobs, plan.cfg.concurrency, on_result, plan.cfg.ray_address)
             elif plan.cfg.workers > 1:
-                run_workers(plan.ctx, plan.jobs, plan.cfg.concurrency, plan.cfg.workers, seen, results.append)
+                outcome.died = run_workers(plan.ctx, plan.jobs, plan.cfg.concurrency, plan.cfg.workers, seen,
+                                           results.append)
             else:
                 run_local(plan.ctx, plan.jobs, plan.cfg.concurrency, on_result)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP (lifetime.Stopped)
@@ -321,4 +374,6 @@ def execute_batch(plan: BatchPlan, on_row: Callable[[BenchmarkRunResult], None] 
         if plan.ctx.host is not None:
             plan.ctx.host.close()
             plan.ctx.host = None
+        if plan.lock is not None:
+            plan.lock.release()
     return outcome

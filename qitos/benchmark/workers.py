@@ -26,27 +26,28 @@ import threading
 import traceback
 from typing import Callable, Iterable, Iterator
 
-from qitos.core.stop import is_disk_full
+from qitos.core.stop import StopReason, is_disk_full
 from qitos.core.task import Task
 from qitos.trace.durability import FLUSHER
 
 from .executors import OnResult, run_local
-from .job import JobContext
+from .job import JobContext, seal
 from .lifetime import Stopped, die_with_parent, on_stop_signals, raise_stopped, watch_parent
 from .results import BenchmarkRunResult
 
-_FINISHED = "finished"
+_STARTED, _ROW, _FINISHED = "started", "row", "finished"  # what a worker tells the parent
 
 
 def run_workers(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: int, workers: int,
-                on_result: OnResult, save: Callable[[BenchmarkRunResult], None]) -> None:
-    """Run jobs in `workers` processes with `concurrency` in flight overall.
+                on_result: OnResult, save: Callable[[BenchmarkRunResult], None]) -> list[str]:
+    """Run jobs in `workers` processes with `concurrency` in flight overall; returns how each worker that died
+    while running jobs ended (its jobs in flight get `worker_died` rows: unscored, a rerun runs them again).
 
     Each worker calls `save(row)` (the durable append) itself; `on_result` then sees the saved row here."""
     job_list = list(jobs)
     workers = max(1, min(workers, len(job_list)))
     if not job_list:
-        return
+        return []
     mp = multiprocessing.get_context("fork")
     todo, done, cancel = mp.Queue(), mp.Queue(), mp.Event()
     for index in range(len(job_list)):
@@ -55,7 +56,7 @@ def run_workers(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: 
         todo.put(None)
     shares = [concurrency // workers + (1 if i < concurrency % workers else 0) for i in range(workers)]
     parent = os.getpid()
-    procs = [mp.Process(target=_worker, args=(ctx, job_list, max(1, share), todo, done, cancel, save, parent),
+    procs = [mp.Process(target=_worker, args=(ctx, job_list, max(1, share), todo, done, cancel, save, parent, i),
                         name=f"qitos-worker-{i}", daemon=True) for i, share in enumerate(shares)]
     # Freeze what is loaded (modules, schemas, the benchmark's data) so the workers' garbage collector never
     # walks it again: cheaper collections, and no copy-on-write of pages the collector would have touched.
@@ -69,33 +70,91 @@ def run_workers(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: 
     # directly too), so the parent is never interrupted halfway through taking a row it has been sent.
     stopped: list[int] = []
     with on_stop_signals(lambda signum: (stopped.append(signum), cancel.set())):
-        _collect(job_list, procs, done, on_result)
+        collector = _Collector(ctx, job_list, procs, on_result, save)
+        collector.run(done, cancel)
     if cancel.is_set():
         raise Stopped(stopped[0]) if stopped and stopped[0] != signal.SIGINT else KeyboardInterrupt
+    return collector.died
 
 
-def _collect(job_list: list[tuple[Task, int]], procs: list, done, on_result: OnResult) -> None:
-    """Hand each saved row to `on_result` until every worker has said it is finished (or has died)."""
-    finished = 0
-    while finished < len(procs):
-        try:
-            item = done.get(timeout=0.25)
-        except queue.Empty:
-            if all(not p.is_alive() for p in procs) and done.empty():
-                break  # a worker died without saying so (e.g. killed): its unfinished jobs stay undone
-            continue
-        if item == _FINISHED:
-            finished += 1
-            continue
-        index, row_json = item
-        task, trial = job_list[index]
-        on_result(task, trial, None if row_json is None else BenchmarkRunResult.model_validate_json(row_json))
-    for proc in procs:
-        proc.join(timeout=30)
+class _Collector:
+    """The parent's side: hand each saved row to `on_result` until every worker has said it is finished or has
+    died; a dead worker's jobs in flight end `worker_died` (its queued jobs go to the others)."""
+
+    def __init__(self, ctx: JobContext, job_list: list[tuple[Task, int]], procs: list, on_result: OnResult,
+                 save: Callable[[BenchmarkRunResult], None]) -> None:
+        self.ctx, self.job_list, self.procs, self.on_result, self.save = ctx, job_list, procs, on_result, save
+        self.running: dict[int, set[int]] = {n: set() for n in range(len(procs))}  # worker -> job indices
+        self.ended: set[int] = set()  # workers that said they are finished, or died
+        self.died: list[str] = []
+
+    def run(self, done, cancel) -> None:
+        while len(self.ended) < len(self.procs):
+            try:
+                self.take(done.get(timeout=0.25))
+            except queue.Empty:
+                dead = [n for n, p in enumerate(self.procs) if n not in self.ended and not p.is_alive()]
+                if dead:
+                    self.drain(done)  # what a worker sent before it died is in the pipe: take it first
+                for number in dead:
+                    if number not in self.ended:
+                        self.bury(number, cancel.is_set())
+        for proc in self.procs:
+            proc.join(timeout=30)
+
+    def drain(self, done) -> None:
+        while True:
+            try:
+                self.take(done.get(timeout=0.05))
+            except queue.Empty:
+                return
+
+    def take(self, item) -> None:
+        kind, number, index, row_json = item
+        if kind == _FINISHED:
+            self.ended.add(number)
+        elif kind == _STARTED:
+            self.running[number].add(index)
+        else:
+            self.running[number].discard(index)
+            task, trial = self.job_list[index]
+            self.on_result(task, trial, None if row_json is None else BenchmarkRunResult.model_validate_json(row_json))
+
+    def bury(self, number: int, cancelled: bool) -> None:
+        """A worker that died without saying it was finished: rows for its jobs in flight (a row it saved before
+        dying is taken from the results file, not written twice)."""
+        from .job import _row
+
+        self.ended.add(number)
+        proc, lost = self.procs[number], sorted(self.running.pop(number, set()))
+        code = proc.exitcode
+        how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
+        if cancelled and not lost:
+            return
+        self.died.append(f"worker process {proc.pid} ({how}) with {len(lost)} task(s) in flight")
+        if cancelled:
+            return  # a stopped batch: its jobs in flight simply stay undone (a rerun runs them)
+        saved = _saved_rows(self.ctx)
+        for index in lost:
+            task, trial = self.job_list[index]
+            row = saved.get((task.id, trial))
+            if row is None:
+                row = _row(self.ctx, task, trial, StopReason.WORKER_DIED.value, success=None,
+                           error=f"the worker process running the task ({proc.pid}) died ({how}); a rerun runs "
+                                 "it again")
+                self.save(row)
+            self.on_result(task, trial, row)
+
+
+def _saved_rows(ctx: JobContext) -> dict[tuple[str, int], BenchmarkRunResult]:
+    from .results import read_results
+
+    path = ctx.cfg.output or ctx.cfg.default_output()
+    return {(r.task_id, r.trial): r for r in read_results(path)} if path.exists() else {}
 
 
 def _worker(ctx: JobContext, job_list: list[tuple[Task, int]], concurrency: int, todo, done, cancel,
-            save: Callable[[BenchmarkRunResult], None], parent: int) -> None:
+            save: Callable[[BenchmarkRunResult], None], parent: int, number: int) -> None:
     """One worker process: a thread pool fed from the shared queue; saved rows are announced through `done`."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for sig in (signal.SIGTERM, signal.SIGHUP):
@@ -120,6 +179,7 @@ def _worker(ctx: JobContext, job_list: list[tuple[Task, int]], concurrency: int,
                 return
             task, trial = job_list[index]
             slot[(task.id, trial)] = index
+            done.put((_STARTED, number, index, None))
             yield task, trial
 
     def report(task: Task, trial: int, row: BenchmarkRunResult | None) -> None:
@@ -127,7 +187,8 @@ def _worker(ctx: JobContext, job_list: list[tuple[Task, int]], concurrency: int,
             if row.trace_run_dir:  # the row's disk flush then covers the trace too, wherever it lives
                 FLUSHER.mark_dirty(row.trace_run_dir)
             save(row)  # durable before the parent hears of it: a parent killed now loses nothing finished
-        done.put((slot[(task.id, trial)], None if row is None else row.model_dump_json()))
+            seal(row)  # ... and before its trace says it is complete
+        done.put((_ROW, number, slot[(task.id, trial)], None if row is None else row.model_dump_json()))
 
     code = 0
     try:
@@ -146,7 +207,7 @@ def _worker(ctx: JobContext, job_list: list[tuple[Task, int]], concurrency: int,
         if orphaned.is_set() or os.getppid() != parent:
             done.cancel_join_thread()  # nobody reads the queue any more: do not wait to hand it over
         else:
-            done.put(_FINISHED)
+            done.put((_FINISHED, number, None, None))
             done.close()
             done.join_thread()  # every row reaches the parent before this process exits
         os._exit(code)  # skip teardown of state inherited from the parent (atexit handlers, its threads' objects)

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .errors import EXIT_RUN_FAILED, UsageError, user_errors
+from .errors import EXIT_RUN_FAILED, UsageError, fail, user_errors
 from .options import (ApiKeyEnv, BaseUrl, ExtraBody, MaxRetries, MaxTokens, ModelName, ReasoningEffort, RequestTimeout,
                       SecretEnv, Seed, Temperature, ThinkTags, TopP, TraceLogdir, mark_secrets)
 
@@ -161,6 +161,7 @@ def run(
                     workers=workers, retry_errors=retry_errors, force=force, dry_run=dry_run)
     from qitos.benchmark.lifetime import exit_code_for, signal_of, stop_signals_raise
     from qitos.benchmark.runner import plan_batch
+    from qitos.benchmark.sides.host import AgentHostError
 
     # SIGTERM / SIGHUP (timeout, docker stop, a scheduler) end the run as Ctrl-C does, from planning to the summary
     plan = None
@@ -183,6 +184,9 @@ def run(
                 raise
             print_summary(plan, outcome)
             say_disk_full(outcome.rows, cfg.trace_logdir)
+        except AgentHostError as exc:  # the agent's process could not start, or died while the run planned
+            where = "before the run started: nothing written" if plan is None else "while the run was closing"
+            fail(f"the agent process failed {where}: {' '.join(str(exc).split())[:400]}", EXIT_RUN_FAILED)
         except KeyboardInterrupt as exc:  # before the run started, or while it was closing down
             where = "before the run started: nothing written" if plan is None else (
                 f"while the run was closing: finished rows are saved in {plan.output}; rerun to resume")

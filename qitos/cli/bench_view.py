@@ -83,7 +83,28 @@ def print_summary(plan, outcome) -> None:
     for r in rows:
         reasons[r["stop_reason"]] = reasons.get(r["stop_reason"], 0) + 1
     console.print(f"stop reasons: {reasons}")
+    for line in incomplete_lines(outcome):
+        console.print(f"[yellow]{line}[/]")
     console.print(f"results: {plan.output}   evaluate: qit bench eval --input {plan.output}")
+
+
+def incomplete_lines(outcome) -> list[str]:
+    """What the run could not finish, and why: dead workers, tasks with no row, rows failed outside the agent."""
+    from qitos.core.stop import OUTSIDE_AGENT
+
+    lines = [f"died: {what}" for what in outcome.died]
+    if outcome.missing:
+        lines.append(f"not run: {outcome.missing} task(s) have no row")
+    outside: dict[str, int] = {}
+    for r in outcome.rows:
+        if r.stop_reason in OUTSIDE_AGENT:
+            outside[r.stop_reason] = outside.get(r.stop_reason, 0) + 1
+    if outside:
+        lines.append(f"failed outside the agent (unscored): {sum(outside.values())} row(s): "
+                     + ", ".join(f"{n} {reason}" for reason, n in sorted(outside.items())))
+    if outcome.missing or outside:
+        lines.append("incomplete: rerun the same command to run these tasks again")
+    return lines
 
 
 def _plugin_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:

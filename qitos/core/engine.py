@@ -18,6 +18,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, Field
 
 from qitos.models.base import Model, ModelError, ModelResponse, Usage
+from qitos.models.deadline import TimeLeftExceeded, task_deadline
 from qitos.spec.official import RunFacts, official_checks
 from qitos.spec.provenance import environment_summary, package_version, qitos_checkout
 from qitos.spec.run_spec import ExperimentSpec, RunSpec
@@ -122,7 +123,8 @@ class Engine:
         # on_finish (e.g. a benchmark's evaluation) sees the result before the final manifest is written and
         # returns what to record as its `evaluation`, so the outcome lands in the one final write.
         # durable_finish=False: the caller makes something durable right after (a result row) and that
-        # flush covers the trace, so the run's end does not wait for the disk itself.
+        # flush covers the trace, so the run's end does not wait for the disk itself; the manifest's final status
+        # waits for it too (`trace.writer.seal_trace`).
         self.on_finish, self.durable_finish = on_finish, durable_finish
         # asked at the end: did the agent take gold through the oracle channel (RecipeContext.oracle_gold)?
         self.oracle_used = oracle_used or (lambda: False)
@@ -197,10 +199,15 @@ class _Run:
             if env is not None and hasattr(env, "reset"):
                 env.reset(self.task)
             self.state = self.e.agent.init_state(self.task)
-            while reason is None:
-                reason = self._step()
+            left = self.task.budget.max_runtime_seconds  # model waits count against it (models.deadline)
+            with task_deadline(None if left is None else left - (time.monotonic() - self.started)):
+                while reason is None:
+                    reason = self._step()
         except KeyboardInterrupt:
             reason = StopReason.CANCELLED
+        except TimeLeftExceeded as exc:  # the time budget ran out while the model was being waited for: the
+            # agent's budget when its endpoint has answered in this run, the endpoint's failure when it never has
+            reason, error = (StopReason.BUDGET_TIME if self.model_responses else StopReason.MODEL_ERROR), str(exc)
         except ModelError as exc:
             reason, error = StopReason.MODEL_ERROR, str(exc)
             failure = {"type": "ModelError", "message": str(exc)}
@@ -388,6 +395,8 @@ class _Run:
                 except BaseException as exc:  # noqa: BLE001 - the trace is finalized first, then it propagates
                     hook_error = exc
             self.w.sync_at_end = self.e.durable_finish
+            if not self.e.durable_finish:
+                self.w.hold_status = True  # the caller seals it once its row is durable (seal_trace)
             self.w.finalize(run_status(reason), summary, checks, evaluation)
             if hook_error is not None:
                 raise hook_error

@@ -1,4 +1,9 @@
-"""Stop reasons (the architecture's closed list) and how each maps to a run status."""
+"""Stop reasons (the architecture's closed list) and how each maps to a run status.
+
+`OUTSIDE_AGENT` is the one list of reasons that say the machine failed, not the agent: a row ending in one of
+them is never scored (`success: null`), counts against coverage, and a plain rerun of the same command runs its
+task again (see docs/concepts.md).
+"""
 
 from __future__ import annotations
 
@@ -21,14 +26,31 @@ class StopReason(str, Enum):
     SETUP_FAILED = "setup_failed"
     REQUIRES_UNAVAILABLE = "requires_unavailable"
     NOT_EXECUTED = "not_executed"
-    DISK_FULL = "disk_full"  # the machine's failure, not the agent's: unscored, run again by a plain rerun
+    # benchmark level, outside the agent: the process or machine running the task failed
+    AGENT_PROCESS_DIED = "agent_process_died"
+    WORKER_DIED = "worker_died"
+    NODE_LOST = "node_lost"
+    DISK_FULL = "disk_full"
+
+
+# The machine failed, not the agent: the model endpoint after its retries (5xx, timeouts, cut or empty replies),
+# the task's environment or service that would not start, the agent's process, the worker process or the Ray
+# node that died under the task, a full disk. Unscored; a plain rerun runs the task again.
+OUTSIDE_AGENT = frozenset({StopReason.MODEL_ERROR.value, StopReason.SETUP_FAILED.value,
+                           StopReason.AGENT_PROCESS_DIED.value, StopReason.WORKER_DIED.value,
+                           StopReason.NODE_LOST.value, StopReason.DISK_FULL.value})
+
+
+def outside_agent(reason: object) -> bool:
+    """Does a row (or run) ending with `reason` say the machine failed, not the agent?"""
+    return getattr(reason, "value", reason) in OUTSIDE_AGENT
 
 
 def run_status(reason: StopReason) -> str:
     """Manifest status for a stop reason: failures of the machinery are `failed`, not `completed`."""
     if reason is StopReason.CANCELLED:
         return "cancelled"
-    if reason in (StopReason.ERROR, StopReason.MODEL_ERROR, StopReason.SETUP_FAILED, StopReason.DISK_FULL):
+    if reason is StopReason.ERROR or reason.value in OUTSIDE_AGENT:
         return "failed"
     return "completed"
 

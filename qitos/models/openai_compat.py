@@ -23,6 +23,8 @@ from urllib.parse import unquote, urlparse
 from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from .base import EventSink, ModelConfigError, ModelError, ModelResponse, ToolCall, Usage
+from .deadline import TimeLeftExceeded, time_left
+from .deadline import deadline as task_deadline
 from .generation import CLIENT_KEYS, DEFAULT_MAX_RETRIES, DEFAULT_REQUEST_TIMEOUT, check_generation
 from .pricing import cost_of
 from .reasoning import DEFAULT_TAGS, parse_think_tags, split_message
@@ -60,6 +62,10 @@ def _is_api_error(exc: BaseException) -> bool:
     import openai
 
     return isinstance(exc, openai.APIError)
+
+
+def _passed(at: float | None) -> bool:
+    return at is not None and time.monotonic() >= at
 
 
 def _retry_after(exc: BaseException | None) -> float | None:
@@ -208,11 +214,18 @@ class OpenAICompatModel:
             request["tools"] = tools
         request.update(extra_body)  # verbatim, last: --extra-body may set any field of the request
         backoff = wait_random_exponential(multiplier=self.backoff, max=self.max_backoff)
+        where = f"model '{self.name}' at {self.shown_url}"
+        ends_at = task_deadline()  # --task-timeout: each request gets at most the task's time left
 
         def wait(state) -> float:
             exc = state.outcome.exception() if state.outcome else None
             delay = _retry_after(exc)
-            return min(delay, self.max_backoff) if delay is not None else backoff(state)
+            delay = min(delay, self.max_backoff) if delay is not None else backoff(state)
+            return delay if ends_at is None else max(0.0, min(delay, ends_at - time.monotonic()))
+
+        def attempt_timeout() -> float:
+            left = time_left(where)
+            return timeout if left is None else min(timeout, left)
 
         def before_sleep(state) -> None:
             exc = state.outcome.exception()
@@ -221,16 +234,20 @@ class OpenAICompatModel:
                                          "error": f"{type(exc).__name__}: {str(exc)[:300]}",
                                          "wait_seconds": round(state.next_action.sleep, 3)})
 
-        retrying = Retrying(stop=stop_after_attempt(max_retries + 1), wait=wait,
+        retrying = Retrying(stop=stop_after_attempt(max_retries + 1) | (lambda _: _passed(ends_at)), wait=wait,
                             retry=retry_if_exception(_retryable), before_sleep=before_sleep, reraise=False)
         try:
             for attempt in retrying:
                 with attempt:
                     started = time.perf_counter()
-                    raw = self._create(request, timeout)
+                    raw = self._create(request, attempt_timeout())
                     latency = time.perf_counter() - started
                     return self._to_response(raw, latency, attempt.retry_state.attempt_number, tags)
+        except TimeLeftExceeded:
+            raise
         except RetryError as exc:
+            if _passed(ends_at):
+                time_left(where)  # raises TimeLeftExceeded: the task's time, not the retries, ran out
             last = exc.last_attempt.exception()
             if failure_reply:
                 return self._failure(last)

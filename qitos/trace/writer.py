@@ -119,6 +119,10 @@ class TraceWriter:
         # A batch whose result row is made durable right after the run sets this False: that flush covers the
         # trace too, so the run's end need not wait for the disk twice.
         self.sync_at_end = True
+        # ... and such a batch keeps the final status out of the manifest (it stays `running`, everything else
+        # final) until that row is durable: `seal_trace` then writes it. A trace never says it is complete
+        # while its row could still be lost.
+        self.hold_status = False
         self._device = _device_of(self.logdir)
         self._events = os.open(self.run_dir / "events.jsonl", _APPEND, 0o644)
         self._steps = os.open(self.run_dir / "steps.jsonl", _APPEND, 0o644)
@@ -224,7 +228,7 @@ class TraceWriter:
             if self.fsync == "always":
                 os.fsync(fd)
             os.close(fd)
-        self.manifest.status = status  # type: ignore[assignment]
+        self.manifest.status = "running" if self.hold_status and status != "cancelled" else status  # type: ignore
         summary = RunSummary.model_validate(self.redactor.scrub(summary.model_dump(mode="json")))
         self.manifest.summary = summary
         self.manifest.token_usage = summary.token_usage
@@ -249,6 +253,29 @@ class TraceWriter:
     @property
     def schema_version(self) -> str:
         return SCHEMA_VERSION
+
+
+def seal_trace(run_dir: str | Path) -> None:
+    """Write the final status of a run finalized with `hold_status` (its result row is now durable): `completed`
+    or `failed`, from the stop reason its summary records. Not fsynced: lost in a crash, the trace reads as
+    interrupted, which is all it claims before this."""
+    from qitos.core.stop import StopReason, run_status
+
+    path = Path(run_dir) / "manifest.json"
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        reason = StopReason(((manifest.get("summary") or {}).get("stop_reason")))
+    except (OSError, ValueError, AttributeError):
+        return
+    if manifest.get("status") != "running":
+        return
+    manifest["status"] = run_status(reason)
+    tmp = path.with_name(".manifest.json.sealed.tmp")
+    try:
+        tmp.write_text(json.dumps(manifest, separators=(",", ":"), ensure_ascii=False), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:  # e.g. a full disk: the trace keeps saying `running` (interrupted), never more than is true
+        tmp.unlink(missing_ok=True)
 
 
 _DEVICES: dict[Path, int] = {}

@@ -94,12 +94,28 @@ def test_sigkill_mid_batch_then_resume_loses_and_duplicates_nothing(tmp_path):
     assert sorted(r["task_id"] for r in after) == sorted(f"t{i}" for i in range(12))
 
 
+def _in_flight(runs: Path, fresh: float = 0.3) -> bool:
+    """Is a task in flight and far from its end: a trace begun less than `fresh` seconds ago (of a task that takes
+    a second) and not yet evaluated (a finished one stays `running` until its row is durable)?"""
+    from datetime import datetime, timezone
+
+    now = datetime.now(timezone.utc)
+    for manifest in runs.glob("*/manifest.json"):
+        try:
+            data = json.loads(manifest.read_text())
+        except (OSError, ValueError):
+            continue
+        created = datetime.fromisoformat(data["created_at"].replace("Z", "+00:00"))
+        if data["status"] == "running" and data.get("evaluation") is None and (now - created).total_seconds() < fresh:
+            return True
+    return False
+
+
 @pytest.mark.parametrize("runner", ["validator", "agent side"])
 def test_ctrl_c_cancels_in_flight_and_prints_summary(tmp_path, runner):
     proc, args, env = _start_batch(tmp_path, delay="1.0", agent_side=runner == "agent side")
-    deadline = time.time() + 20  # a task is in flight (its trace begun) when Ctrl-C comes
-    while time.time() < deadline and not any(
-            '"running"' in m.read_text() for m in (tmp_path / "runs").glob("*/manifest.json") if m.exists()):
+    deadline = time.time() + 20  # a task is in flight when Ctrl-C comes
+    while time.time() < deadline and not _in_flight(tmp_path / "runs"):
         time.sleep(0.02)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
@@ -173,9 +189,10 @@ def test_ctrl_c_with_worker_processes_cancels_and_resumes(tmp_path, runner):
     # its own process group, like a terminal's foreground job: Ctrl-C reaches the parent and every worker
     proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
-    deadline = time.time() + 60
-    while time.time() < deadline and not ((tmp_path / "r.jsonl").exists() and rows(tmp_path / "r.jsonl")):
-        time.sleep(0.05)
+    deadline = time.time() + 60  # a row saved, and a task in flight (its trace begun, not yet evaluated)
+    while time.time() < deadline and not ((tmp_path / "r.jsonl").exists() and rows(tmp_path / "r.jsonl")
+                                          and _in_flight(tmp_path / "runs")):
+        time.sleep(0.02)
     import os
 
     os.killpg(proc.pid, signal.SIGINT)

@@ -63,6 +63,16 @@ def _start_mark(lane: Path, phase: str) -> list[str]:
             "first row": ["--start-when", f"{lane / 'r.jsonl'}:1"]}[phase]
 
 
+def completed_traces_have_rows(lane: Path, found: list[dict], where: str) -> None:
+    """A trace whose manifest says the run is over (`completed`, `failed`) has its row on disk: rows are durable
+    before traces say they are done."""
+    named = {Path(r["trace_run_dir"]).name for r in found if r.get("trace_run_dir")}
+    for manifest in (lane / "runs").glob("*/manifest.json"):
+        status = json.loads(manifest.read_text()).get("status")
+        assert status not in ("completed", "failed") or manifest.parent.name in named, (
+            f"{where}: trace {manifest.parent.name} says {status} and has no row")
+
+
 def kill_then_resume(lane: Path, extra: list[str], signal_name: str, phase: str, after: float,
                      linger: float = 2.0) -> dict:
     """One kill `after` seconds into `phase`, the checks, then a rerun to completion, checked."""
@@ -83,6 +93,7 @@ def kill_then_resume(lane: Path, extra: list[str], signal_name: str, phase: str,
             assert report["code"] == 128 + number or (report["code"] == -number and not before), (
                 where, report, killed.stderr[-2000:])
         assert len({r["task_id"] for r in before}) == len(before), f"{where}: a duplicated row"
+        completed_traces_have_rows(lane, before, where)
         resumed = subprocess.run(command, cwd=lane, env=_env(), capture_output=True, text=True, timeout=180)
         assert resumed.returncode == 0, (where, resumed.stderr[-3000:])
         after_rows = rows(lane / "r.jsonl")

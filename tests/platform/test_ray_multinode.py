@@ -5,7 +5,9 @@ with different custom resources (see ray_nodes.py). One cluster serves the whole
 - a relative `--root` reaches the nodes (resolved and shipped by the driver);
 - a task no node can run is refused before the run: one line, exit 2, nothing written;
 - a node whose data dir lacks the benchmark, or holds a different copy, gives clear `setup_failed` rows;
-- a worker node killed mid-run: every task still has exactly one row, the lost jobs re-ran on another node.
+- a worker node killed mid-run: every task still has exactly one row, the lost jobs re-ran on another node;
+- the only node with a resource killed mid-run: its jobs end `node_lost` within a bounded time (exit 3), and
+  the same command, once a node with the resource is back, runs exactly those again.
 """
 
 from __future__ import annotations
@@ -153,3 +155,48 @@ def test_a_worker_node_killed_mid_run_leaves_exactly_one_row_per_task(tmp_path, 
     assert all(r["placement"]["ray_node_id"] == cluster.ids["vm"] and r["placement"]["retried_after"]
                for r in retried), retried[0]["placement"]
     assert max(seen.values()) <= 2 and len(seen) == 16, dict(seen)
+
+
+def test_the_only_node_with_a_resource_killed_mid_run_ends_its_jobs_then_a_rerun_completes(tmp_path, cluster):
+    """`sole` alone has `sole_res`; it dies mid-run: no live node can run the rest, so they end `node_lost` (not
+    a wait forever), unscored; with `sole2` up, the same command runs exactly those again."""
+    import subprocess
+    import sys
+
+    cluster.start_worker("sole", {"sole_res": 4}, cpus=1)
+    cluster.wait_for(["sole"])
+    write_tasks(tmp_path / "t.jsonl", 6)
+    env = cluster.env({"RAY_TEST_KEY": "k", "QITOS_RAY_PLACEMENT_GRACE": "5"})
+    with OpenAIServer(default=_answer, latency_seconds=1.0) as server:
+        command = [sys.executable, "-m", "qitos.cli.qit", "bench", "run", "-b", "jsonl", "--root", "t.jsonl",
+                   "--model-name", "m", "--base-url", server.base_url, "--api-key-env", "RAY_TEST_KEY",
+                   "--executor", "ray", "--ray-address", cluster.address, "--ray-resources", "sole_res=1",
+                   "--concurrency", "2", "--output", "r.jsonl"]
+        run = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and run.poll() is None:
+            if (tmp_path / "r.jsonl").exists() and len(rows(tmp_path / "r.jsonl")) >= 1:
+                break
+            time.sleep(0.1)
+        killed_at = time.monotonic()
+        cluster.kill("sole")
+        out, err = run.communicate(timeout=240)
+        took = time.monotonic() - killed_at
+        assert run.returncode == 3, out[-2000:] + err[-3000:]
+        assert took < 90, took  # node death noticed in seconds, then the 5 s grace
+        assert "failed outside the agent" in out and "node_lost" in out, out[-2000:]
+        # Ray's own output about the dead node (its state dumps) goes to the run's Ray log, not the terminal
+        assert (tmp_path / "r.jsonl.ray.log").exists() and len(err.splitlines()) < 10, err[-3000:]
+        before = rows(tmp_path / "r.jsonl")
+        lost = [r for r in before if r["stop_reason"] == "node_lost"]
+        assert lost and all(r["success"] is None and "no live node" in r["error"] for r in lost), before
+        assert len(before) == 6
+        cluster.start_worker("sole2", {"sole_res": 4}, cpus=1)
+        cluster.wait_for(["sole2"])
+        again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+        assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-3000:]
+        assert f"{len(lost)} row(s) failed outside the agent (node_lost)" in again.stderr, again.stderr[-2000:]
+    result = rows(tmp_path / "r.jsonl")
+    assert sorted(r["task_id"] for r in result) == sorted(f"t{i}" for i in range(6)), "a row lost or duplicated"
+    assert all(r["stop_reason"] == "final" for r in result), result

@@ -66,7 +66,7 @@ def test_no_file_written_holds_the_base_url_password(tmp_path: Path) -> None:
         url = server.base_url.replace("http://", f"http://user:{PASSWORD}@")
         done = qit("bench", "run", "--benchmark", "jsonl", "--root", tasks, "--model-name", "m", "--base-url", url,
                    "--output", "r.jsonl", cwd=tmp_path)
-    assert done.returncode in (0, 1), done.stderr
+    assert done.returncode in (0, 1, 3), done.stderr  # 3: rows failed outside the agent (model_error)
     assert PASSWORD not in done.stdout + done.stderr
     rows = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
     assert len(rows) == 3 and {r["stop_reason"] for r in rows} >= {"final", "model_error"}, rows

@@ -1,7 +1,8 @@
 """A real OpenAI-compatible chat server on loopback for tests and benchmarks.
 
-Responses come from a queue of scripted behaviours: a reply (text and/or tool calls), or an
-HTTP error (status, headers). With an empty queue the server answers with `default` (a
+Responses come from a queue of scripted behaviours: a reply (text and/or tool calls), an
+HTTP error (status, headers), a body that is no completion (`Raw`) or no reply for a while (`Hang`);
+`fault(kind)` names the faulty endpoints the fault-injection tests use. With an empty queue the server answers with `default` (a
 callable of the request body). Every request (body and headers) is recorded.
 """
 
@@ -52,6 +53,29 @@ class Raw:
     content_type: str = "text/html"
 
 
+@dataclass
+class Hang:
+    """No reply for `seconds` (a client timing out first sees a timeout), then `then` (default: a 504)."""
+
+    seconds: float
+    then: "Reply | Fail | Raw | None" = None
+
+
+FAULTS = ("500", "timeout", "cut_json", "empty_choices", "hang")
+
+
+def fault(kind: str) -> "Fail | Raw | Hang":
+    """A faulty endpoint's answer: `500` (a server error), `timeout` (30 s with no reply: a client with a shorter
+    request timeout gives up), `cut_json` (a 200 whose JSON body is cut short), `empty_choices` (a completion with
+    no choices), `hang` (no reply for an hour)."""
+    cut = '{"id": "chatcmpl-cut", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assi'
+    return {"500": Fail(500, message="internal error"), "timeout": Hang(30.0),
+            "cut_json": Raw(cut, content_type="application/json"),
+            "empty_choices": Raw('{"id": "chatcmpl-empty", "object": "chat.completion", "choices": []}',
+                                 content_type="application/json"),
+            "hang": Hang(3600.0)}[kind]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -83,7 +107,7 @@ def completion_body(reply: Reply, model: str) -> dict[str, Any]:
 
 class OpenAIServer:
     def __init__(self, default: Callable[[dict[str, Any]], Reply] | None = None, latency_seconds: float = 0.0) -> None:
-        self.queue: deque[Reply | Fail | Raw] = deque()
+        self.queue: deque[Reply | Fail | Raw | Hang] = deque()
         self.default = default or (lambda body: Reply(text="Final Answer: ok"))
         self.latency_seconds = latency_seconds
         self.requests: list[dict[str, Any]] = []
@@ -91,7 +115,8 @@ class OpenAIServer:
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         app = Starlette(routes=[Route("/v1/chat/completions", self._chat, methods=["POST"])])
         self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error",
-                                                     access_log=False, lifespan="off"))
+                                                     access_log=False, lifespan="off",
+                                                     timeout_graceful_shutdown=1))
         self._thread = threading.Thread(target=self._server.run, daemon=True)
 
     async def _chat(self, request: Request):
@@ -100,6 +125,9 @@ class OpenAIServer:
         if self.latency_seconds:
             await asyncio.sleep(self.latency_seconds)
         item = self.queue.popleft() if self.queue else self.default(body)
+        if isinstance(item, Hang):
+            await asyncio.sleep(item.seconds)
+            item = item.then or Fail(504, message="gateway timeout")
         if isinstance(item, Raw):
             return Response(item.body, status_code=item.status, media_type=item.content_type)
         if isinstance(item, Fail):

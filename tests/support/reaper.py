@@ -2,6 +2,9 @@
 
 `python -m tests.support.reaper --after 2.5 --signal TERM --linger 2 [--start-when PATH[:LINES]] -- qit ...`
 
+With `--victim worker|agent|agent-host` the signal goes to that process of the run instead (a forked worker, an
+agent process, the agent host), and the command is left to finish.
+
 `--after` counts from the start of the command, or from when PATH first exists (e.g. the trace directory the
 run creates once planning is done) or holds LINES lines (rows in a results file), so a kill can be aimed at a
 phase of the run.
@@ -25,6 +28,16 @@ import sys
 import time
 
 PR_SET_CHILD_SUBREAPER = 36
+
+
+def has_memory(pid: int) -> bool:
+    """Does the process still have an address space? One that has released it (an empty command line, no VmSize)
+    is past the point of exiting where it could run code again: it is only waiting to become a zombie."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            return any(line.startswith(b"VmSize:") for line in fh)
+    except OSError:
+        return False
 
 
 def descendants(root: int) -> dict[int, str]:
@@ -56,6 +69,34 @@ def descendants(root: int) -> dict[int, str]:
     return found
 
 
+def find_victim(me: int, command_pid: int, victim: str, rng) -> int | None:
+    """A process of the run to kill: `qit` (the command itself), `worker` (a forked --workers process: the
+    command's own command line under another pid), `agent` (a process running agent jobs: a child of the agent
+    host in --agent-processes task, the host itself in batch) or `agent-host` (the host)."""
+    found = descendants(me)
+    own = found.get(command_pid)
+    hosts = {pid for pid, cmd in found.items() if "qitos.benchmark.sides.zygote" in cmd and not cmd.startswith("bwrap")}
+    if victim == "qit":
+        return command_pid
+    if victim == "worker":
+        pool = [pid for pid, cmd in found.items() if pid != command_pid and cmd == own]
+    elif victim == "agent-host":
+        pool = [pid for pid in hosts if _parent(pid) not in hosts]
+    else:
+        children = [pid for pid in hosts if _parent(pid) in hosts]
+        pool = children or [pid for pid in hosts if _parent(pid) not in hosts]
+    return rng.choice(sorted(pool)) if pool else None
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read().decode(errors="replace")
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2:].split()[1])
+
+
 def reap() -> None:
     while True:
         try:
@@ -82,6 +123,9 @@ def main() -> None:
     parser.add_argument("--signal", required=True, help="TERM, HUP, KILL, INT")
     parser.add_argument("--linger", type=float, default=2.0)
     parser.add_argument("--start-when", default=None, help="count --after from when this path exists")
+    parser.add_argument("--victim", default=None, choices=("qit", "worker", "agent", "agent-host"),
+                        help="signal this process of the run instead of the command (see find_victim)")
+    parser.add_argument("--seed", default="0", help="which victim, when several match")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -97,11 +141,25 @@ def main() -> None:
     deadline = time.monotonic() + args.after
     while time.monotonic() < deadline and child.poll() is None:
         time.sleep(0.02)
-    if child.poll() is None:
+    victim = None
+    if args.victim:
+        import random
+
+        rng = random.Random(args.seed)
+        while child.poll() is None and victim is None:
+            victim = find_victim(me, child.pid, args.victim, rng)
+            time.sleep(0.02)
+        if victim is not None:
+            try:
+                os.kill(victim, getattr(signal, f"SIG{args.signal}"))
+                signalled = True
+            except ProcessLookupError:
+                pass
+    elif child.poll() is None:
         child.send_signal(getattr(signal, f"SIG{args.signal}"))
         signalled = True
     try:
-        code = child.wait(timeout=30)
+        code = child.wait(timeout=180 if args.victim else 30)
     except subprocess.TimeoutExpired:
         code = None
     end = time.monotonic() + args.linger
@@ -109,7 +167,15 @@ def main() -> None:
         reap()
         time.sleep(0.05)
     reap()
-    survivors = descendants(me)
+    # A process caught in the middle of exiting has no command line any more: it is no leftover, but it must
+    # still finish (become a zombie, reaped here) within a bound; one that does not is reported as such.
+    end = time.monotonic() + 10.0
+    while any(not has_memory(pid) for pid in descendants(me)) and time.monotonic() < end:
+        reap()
+        time.sleep(0.05)
+    reap()
+    survivors = {pid: (cmd if has_memory(pid) else f"pid {pid} stuck exiting") or f"pid {pid} (no command line)"
+                 for pid, cmd in descendants(me).items()}
     print(json.dumps({"code": code, "signalled": signalled, "survivors": sorted(survivors.values())}), flush=True)
     for pid in survivors:
         try:

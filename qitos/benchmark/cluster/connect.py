@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import sys
 from pathlib import Path
+from typing import Iterator
 
 from ..errors import BenchmarkUsageError
 
@@ -125,3 +128,31 @@ def _restore(handlers: dict) -> None:
     for sig, handler in handlers.items():
         if handler is not None and signal.getsignal(sig) is not handler:
             signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def native_stderr_to(log: Path) -> Iterator[None]:
+    """Ray's own output (its C++ core worker's state dumps when a raylet dies, its loggers) goes to `log`, not the
+    terminal: file descriptor 2 points at the log while qit's own messages (`sys.stderr`, looked up when written)
+    still reach the terminal through a copy of the original descriptor."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real stderr (e.g. captured in a test): nothing to keep clean
+        yield
+        return
+    terminal, original = os.fdopen(os.dup(saved), "w", buffering=1, encoding=getattr(sys.stderr, "encoding", None)
+                                   or "utf-8", errors="replace"), sys.stderr
+    log.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.stderr = terminal
+    try:
+        yield
+    finally:
+        terminal.flush()
+        sys.stderr = original
+        os.dup2(saved, 2)
+        os.close(saved)
+        terminal.close()

@@ -11,6 +11,7 @@ when the driver dies, Ray ends the jobs it owns, and a local Ray started by qit 
 from __future__ import annotations
 
 import io
+import os
 import tarfile
 from collections import deque
 from dataclasses import dataclass, field
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
 
 OnResult = Callable[[Task, int, BenchmarkRunResult | None], None]
 RETRIES = 1  # a job whose node died runs at most twice
+CHECK_SECONDS = 2.0  # how often the driver checks that every job still has a live node that can run it
+# how long a job may have no such node (one may be restarting) before it ends (QITOS_RAY_PLACEMENT_GRACE: seconds)
+PLACEMENT_GRACE_SECONDS = float(os.environ.get("QITOS_RAY_PLACEMENT_GRACE", "30"))
 
 
 def _one_line(exc: BaseException, limit: int = 300) -> str:
@@ -64,11 +68,23 @@ def _received(row_data: dict, packed: bytes | None, logdir: Path) -> BenchmarkRu
     return row
 
 
+def _unplaceable_row(ctx: JobContext, task: Task, trial: int, needs: dict[str, float], waited: float,
+                     lost: list[str]) -> BenchmarkRunResult:
+    from ..job import _row
+
+    what = ", ".join(f"{k}={v:g}" for k, v in sorted(needs.items()))
+    row = _row(ctx, task, trial, "node_lost", error=(
+        f"no live node of the Ray cluster can run the job any more (it needs {what}; none has had it for "
+        f"{waited:.0f} s{', after: ' + '; '.join(lost) if lost else ''}); start a node with it, then rerun"))
+    row.placement = {"executor": "ray", "attempt": len(lost) + 1, "retried_after": lost[0] if lost else None}
+    return row
+
+
 def _lost_row(ctx: JobContext, task: Task, trial: int, reasons: list[str]) -> BenchmarkRunResult:
     from ..job import _row
 
-    row = _row(ctx, task, trial, "error", error=(f"the job was lost {len(reasons)} times with its node or worker "
-                                                 f"process ({'; then '.join(reasons)}); --retry-errors runs it again"))
+    row = _row(ctx, task, trial, "node_lost", error=(f"the job was lost {len(reasons)} times with its node or worker "
+                                                     f"process ({'; then '.join(reasons)}); a rerun runs it again"))
     row.placement = {"executor": "ray", "attempt": len(reasons), "retried_after": reasons[0]}
     return row
 
@@ -85,6 +101,8 @@ class _Batch:
     shipment: Any
     refs: dict = field(default_factory=dict)
     received: list[int] = field(default_factory=list)
+    checked_at: float = 0.0
+    stranded_since: float | None = None  # since when some job has had no live node that can run it
 
     def submit(self) -> None:
         while self.pending and len(self.refs) < self.concurrency:
@@ -114,6 +132,40 @@ class _Batch:
         row = _received(row_data, packed, Path(self.ctx.cfg.trace_logdir)) if row_data is not None else None
         self.on_result(task, trial, row)
 
+    def end_stranded(self) -> None:
+        """Jobs no live node can run any more (the only node with what they need has died) end `node_lost`
+        once that has lasted PLACEMENT_GRACE_SECONDS: the run never waits forever."""
+        import time
+
+        import ray
+
+        from .placement import _fits, alive_nodes
+
+        now = time.monotonic()
+        if now - self.checked_at < CHECK_SECONDS:
+            return
+        self.checked_at = now
+        nodes = alive_nodes()
+        cfg, adapter = self.ctx.cfg, self.ctx.adapter
+        stranded = [(ref, task, trial, lost, job_needs(cfg, adapter, task))
+                    for ref, (task, trial, lost) in [*self.refs.items(), *((None, job) for job in self.pending)]]
+        stranded = [s for s in stranded if not any(_fits(n, s[4]) for n in nodes)]
+        if not stranded:
+            self.stranded_since = None
+            return
+        self.stranded_since = self.stranded_since or now
+        waited = now - self.stranded_since
+        if waited < PLACEMENT_GRACE_SECONDS:
+            return
+        for ref, task, trial, lost, needs in stranded:
+            if ref is not None:
+                self.refs.pop(ref, None)
+                ray.cancel(ref, force=True)
+            else:
+                self.pending.remove((task, trial, lost))
+            self.on_result(task, trial, _unplaceable_row(self.ctx, task, trial, needs, waited, lost))
+        self.stranded_since = None
+
     def cancel(self) -> None:
         import ray
 
@@ -135,6 +187,7 @@ class _Batch:
                     ready, _ = ray.wait(list(self.refs), num_returns=len(self.refs), timeout=0)
                 for ref in ready:
                     self.take(ref)
+                self.end_stranded()
         except KeyboardInterrupt:
             self.cancel()
             raise
@@ -145,12 +198,13 @@ def run_ray(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: int,
     import ray
 
     from ..lifetime import on_stop_signals
-    from .connect import connect_ray
+    from .connect import connect_ray, native_stderr_to
 
     connect_ray(address)
     batch = _Batch(ctx=ctx, pending=deque((task, trial, []) for task, trial in jobs), on_result=on_result,
                    concurrency=concurrency, remote=ray.remote(run_shipped_job), shipment=ray.put(build_shipment(ctx)))
     # A stop signal is only noted here and acted on between waits: raised inside Ray's calls, it would come
     # back as a plain KeyboardInterrupt (the signal lost) or not at all.
-    with on_stop_signals(batch.received.append):
+    output = ctx.cfg.output or ctx.cfg.default_output()
+    with on_stop_signals(batch.received.append), native_stderr_to(output.with_name(output.name + ".ray.log")):
         batch.run()

@@ -92,6 +92,26 @@ def node_batch(shipment: Shipment) -> NodeBatch:
         return _BATCHES[key]
 
 
+def node_scratch() -> Path:
+    """The node's one scratch folder (`<tmp>/qitos-node`): each job writes its trace in a folder of its own
+    there (`job_scratch`), removed when the job ends; the folders of jobs whose process was killed are removed
+    here, by the next batch set up on the node. Nothing else is ever written in it."""
+    import shutil
+
+    base = Path(tempfile.gettempdir()) / "qitos-node"
+    base.mkdir(exist_ok=True)
+    for old in base.glob("job-*-*"):
+        pid = old.name.split("-")[1]
+        if pid.isdigit() and int(pid) != os.getpid() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(old, ignore_errors=True)
+    return base
+
+
+def job_scratch(scratch: Path | None) -> tempfile.TemporaryDirectory:
+    """One job's folder under the node's scratch, named after this process (see `node_scratch`)."""
+    return tempfile.TemporaryDirectory(prefix=f"job-{os.getpid()}-", dir=scratch)
+
+
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:400] or type(exc).__name__
 
@@ -110,15 +130,18 @@ def _build(shipment: Shipment) -> NodeBatch:
     host = socket.gethostname()
     data_dir = Path(shipment.data_dir) if shipment.data_dir else default_data_dir()
     cfg.load.data_dir = data_dir
-    if shipment.root is not None:
-        cfg.load.root = shipment.root.unpack()
-    elif shipment.root_path:
-        cfg.load.root = Path(shipment.root_path)
-    if shipment.runner is not None:
-        where = str(shipment.runner.unpack())
-        if where not in sys.path:
-            sys.path.insert(0, where)
-    scratch = Path(tempfile.mkdtemp(prefix=f"qitos-node-{os.getpid()}-"))
+    scratch = node_scratch()
+    try:
+        if shipment.root is not None:
+            cfg.load.root = shipment.root.unpack()
+        elif shipment.root_path:
+            cfg.load.root = Path(shipment.root_path)
+        if shipment.runner is not None:
+            where = str(shipment.runner.unpack())
+            if where not in sys.path:
+                sys.path.insert(0, where)
+    except Exception as exc:  # noqa: BLE001 - e.g. a shipped archive that arrived damaged, a full disk
+        return NodeBatch(problem=f"node {host} cannot unpack the shipped inputs: {_one_line(exc)}", scratch=scratch)
     cfg.output = scratch / "results.jsonl"  # never written here: rows go back to the driver
     cfg.trace_logdir = scratch
     where = f"node {host}"

@@ -1,17 +1,22 @@
 """Inputs the driver names travel with the jobs: the `--root` task file (or a small folder) and the `--runner`.
 
 Paths are resolved on the driver first: a relative `--root t.jsonl` means the driver's file, never a path on
-the node. Each input is packed once (tar.gz, sha256) and put in Ray's object store; a node unpacks it once
-into `<tmp>/qitos-shipped/<sha256>/` and its jobs read it there. A `--root` folder larger than SHIP_LIMIT is
+the node. Each input is packed once into a deterministic archive (sorted members, no times or owners, a gzip
+header without a date: the same files give the same sha256) and put in Ray's object store. A node checks the
+archive against its sha256, unpacks it once into `<tmp>/qitos-shipped/<sha256>/` (content-addressed: every run
+shipping the same inputs reuses it) and its jobs read it there. Each process using a copy holds a shared lock on
+it; a copy no process holds and unused for KEEP_SECONDS is removed by the next unpack on that node. A `--root` folder larger than SHIP_LIMIT is
 not shipped: nodes read it at the same absolute path (and the dataset digest check catches a different copy).
 Benchmark data under the data dir is never shipped: each node has its own (`qit data fetch`).
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import os
+import shutil
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -19,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 SHIP_LIMIT = 64 * 1024 * 1024
+KEEP_SECONDS = 3600.0  # an unused copy stays this long for the next run shipping the same inputs
+_HELD: dict[str, Any] = {}  # sha256 -> the open lock file this process holds (shared) while it uses the copy
 SKIP = {"__pycache__", ".git", ".venv", "node_modules", ".pytest_cache"}
 
 
@@ -31,22 +38,61 @@ class Bundle:
     sha256: str
 
     def unpack(self) -> Path:
-        """On a node: the unpacked copy's path (unpacked once per node; concurrent jobs wait for the first)."""
+        """On a node: the unpacked copy's path (unpacked once per node; concurrent jobs wait for the first).
+
+        Raises ShipmentDamaged when the bytes that arrived are not the archive the driver packed."""
         import fcntl
 
+        if hashlib.sha256(self.data).hexdigest() != self.sha256:
+            raise ShipmentDamaged(f"the shipped {self.name or 'runner'} does not match its sha256 {self.sha256[:16]}")
         base = Path(tempfile.gettempdir()) / "qitos-shipped"
         target = base / self.sha256
         done = target / ".complete"
+        base.mkdir(parents=True, exist_ok=True)
+        if self.sha256 not in _HELD:  # held (shared) for this process's life: no clean-up removes it meanwhile
+            use = open(base / f"{self.sha256}.lock", "a")
+            fcntl.flock(use, fcntl.LOCK_SH)
+            os.utime(use.name)
+            _HELD[self.sha256] = use
         if not done.exists():
-            base.mkdir(parents=True, exist_ok=True)
-            with open(base / f"{self.sha256}.lock", "w") as lock:
+            with open(base / f"{self.sha256}.unpack", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 if not done.exists():
-                    target.mkdir(exist_ok=True)
+                    shutil.rmtree(target, ignore_errors=True)  # a copy cut short by a killed unpack
+                    target.mkdir()
                     with tarfile.open(fileobj=io.BytesIO(self.data), mode="r:gz") as tar:
                         tar.extractall(target, filter="data")
                     done.touch()
+        remove_unused(base)
         return target / self.name
+
+
+class ShipmentDamaged(RuntimeError):
+    """A shipped archive whose bytes are not the ones the driver packed."""
+
+
+def remove_unused(base: Path, keep_seconds: float = KEEP_SECONDS) -> list[str]:
+    """Remove the unpacked copies no process holds and none used for `keep_seconds`; the sha256s removed."""
+    import fcntl
+    import time
+
+    removed = []
+    for lock_path in base.glob("*.lock"):
+        sha = lock_path.stem
+        if sha in _HELD:
+            continue
+        try:
+            if time.time() - lock_path.stat().st_mtime < keep_seconds:
+                continue
+            with open(lock_path, "a") as use:
+                fcntl.flock(use, fcntl.LOCK_EX | fcntl.LOCK_NB)  # no process holds it shared: nobody uses it
+                shutil.rmtree(base / sha, ignore_errors=True)
+                (base / f"{sha}.unpack").unlink(missing_ok=True)
+                lock_path.unlink(missing_ok=True)
+                removed.append(sha)
+        except (BlockingIOError, FileNotFoundError):
+            continue
+    return removed
 
 
 def _files_under(folder: Path) -> list[Path]:
@@ -62,14 +108,17 @@ def pack(base: Path, members: list[Path], name: str) -> Bundle | None:
     if sum(p.stat().st_size for p in members if p.is_file()) > SHIP_LIMIT:
         return None
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=1) as tar:
-        for path in members:
-            info = tar.gettarinfo(str(path), arcname=str(path.relative_to(base)))
-            info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""  # same files, same sha
-            with open(path, "rb") as fh:
-                tar.addfile(info, fh)
+    # same files, same bytes, same sha256: no dates (the gzip header's included), owners or modes beyond the files'
+    with gzip.GzipFile(fileobj=buffer, mode="wb", compresslevel=1, mtime=0) as packed:
+        with tarfile.open(fileobj=packed, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for path in sorted(members):
+                info = tar.gettarinfo(str(path), arcname=str(path.relative_to(base)))
+                info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+                info.mode &= 0o755
+                with open(path, "rb") as fh:
+                    tar.addfile(info, fh)
     data = buffer.getvalue()
-    return Bundle(name=name, data=data, sha256=hashlib.sha256(data).hexdigest()[:32])
+    return Bundle(name=name, data=data, sha256=hashlib.sha256(data).hexdigest())
 
 
 def pack_root(root: Path, companions: list[Path]) -> Bundle | None:

@@ -11,13 +11,12 @@ import io
 import json
 import os
 import tarfile
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from qitos.core.task import Task
 
-from .nodes import node_batch, node_identity, provider_instance
+from .nodes import job_scratch, node_batch, node_identity, provider_instance
 from .shipping import Shipment
 
 
@@ -71,7 +70,7 @@ def run_shipped_job(shipment: Shipment, task_json: str, trial: int, attempt: int
     ctx = batch.ctx
     assert ctx is not None
     try:
-        with tempfile.TemporaryDirectory(prefix="job-", dir=batch.scratch) as tmp:
+        with job_scratch(batch.scratch) as tmp:
             row = run_job(ctx, task, trial, trace_logdir=Path(tmp))
             if row is None:
                 return None, None

@@ -116,8 +116,8 @@ class _Job:
         except WireClosed as exc:
             if self.ctx.cancel_event.is_set():  # the run was being cancelled: no row, a rerun does it again
                 return AgentOutcome(stop_reason=StopReason.CANCELLED.value)
-            return AgentOutcome(stop_reason=StopReason.ERROR.value,
-                                error=f"the agent side ended without an outcome ({exc})")
+            return AgentOutcome(stop_reason=StopReason.AGENT_PROCESS_DIED.value,  # outside the agent: run again
+                                error=f"the agent's process died before it reported an outcome ({exc})")
         finally:
             channel.close()
 
@@ -164,6 +164,7 @@ def run_split(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime, t
     """Run one job across the boundary; `verdict` (the adapter's evaluation) sees the result before the final write."""
     writer = TraceWriter(trace_logdir, new_run_id(ctx.cfg.benchmark, task.id, trial))
     writer.sync_at_end = False  # the result row's flush, right after, covers the trace
+    writer.hold_status = True  # and the final status waits for the row (`seal_trace`)
     receiver = TraceReceiver(writer, lambda d: trusted_run_spec(ctx, task, d), ctx.experiment, task.public_summary(),
                              reserved=frozenset(getattr(ctx.adapter, "scoring_event_kinds", ())))
     conversation = _Job(ctx, task, runtime, receiver)
