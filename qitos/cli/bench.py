@@ -167,9 +167,9 @@ def run(
     plan = None
     with stop_signals_raise():
         try:
+            if output is None and not dry_run:  # before the run lock is taken beside it
+                check_output_file(cfg.default_output(), "--output (default)")
             plan = plan_batch(cfg)  # checks flags, data and the model first: a refused run writes nothing
-            if output is None:
-                check_output_file(plan.output, "--output (default)")
             for warning in plan.warnings:
                 typer.echo(f"warning: {warning}", err=True)
             print_plan(plan)

@@ -219,7 +219,7 @@ def test_jsonl_tasks_that_run_unscored_or_carry_ignored_keys_are_named(tmp_path)
 @pytest.mark.parametrize("full", ["traces", "results and traces", "results and traces, --workers 2"])
 def test_a_disk_that_fills_is_one_line_nothing_lost_and_a_plain_rerun_finishes(tmp_path, tmpfs, full):
     """Traces (and maybe the results file) on a 200 KiB tmpfs, 40 tasks: the run ends with one line naming the
-    place and the fix (no traceback; exit 3, tasks left to run, or 1 when the results file itself filled); tasks whose traces could not be written are `disk_full`, unscored;
+    place and the fix (no traceback; exit 3, tasks left to run, or 1 when the results file of a one-process run filled); tasks whose traces could not be written are `disk_full`, unscored;
     after space is freed the same command runs exactly the tasks without a finished row."""
     import subprocess
 
@@ -232,7 +232,7 @@ def test_a_disk_that_fills_is_one_line_nothing_lost_and_a_plain_rerun_finishes(t
     command = ("bench", "run", "-b", "jsonl", "--root", "tasks.jsonl", *ORACLE, "--output", output,
                "--trace-logdir", "tiny/runs", *workers)
     done = qit(*command, cwd=tmp_path)
-    assert done.returncode == (3 if full == "traces" else 1) and "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == (1 if full == "results and traces" else 3) and "Traceback" not in done.stderr, done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert errors and all("free some space" in e and "the same command" in e for e in errors), done.stderr
     assert len(errors) == 1 or workers, done.stderr  # one line (a line per worker process that stopped)
