@@ -148,6 +148,7 @@ class AgentHost:
             if self._proc is None or self._proc.poll() is not None:
                 self._start()
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # the job child's pid (watch.read_hello)
             try:
                 assert self._control is not None
                 socket.send_fds(self._control, [b"J"], [theirs.fileno()])
