@@ -277,13 +277,14 @@ class TraceCheck:
 
     def __init__(self, rescorer: Any = None) -> None:
         self.rescorer = rescorer  # rescore.Rescorer: scores claimed successes again from their traces
-        self._backing: dict[str, str] = {}  # trace dir -> the row it backs (one trace backs at most one row)
+        self._backing: dict[str, str] = {}  # trace dir, run id -> the row it backs (one trace backs at most one row)
+        self._checked = 0
         self._manifests: dict[str, tuple[Any, ...] | str] = {}
         self._listings: dict[str, set[str]] = {}
         self._bases: dict[str, list[str]] = {}
         self.located: dict[str, str] = {}  # trace_run_dir as written -> the directory found
 
-    def problem(self, row: dict[str, Any], results_file: Path) -> str | None:
+    def problem(self, row: dict[str, Any], results_file: Path, line: int | None = None) -> str | None:
         """Why `row` does not match its trace, or None when it does (or, not claiming success, needs none)."""
         claims = row.get("success") is True
         if not claims and not expects_trace(row.get("stop_reason")):
@@ -302,10 +303,11 @@ class TraceCheck:
         problem = _disagreement(row, manifest)
         if problem is not None:
             return problem
-        key = os.path.realpath(run_dir)
-        this = f"{results_file} task {row['task_id']} trial {row.get('trial', 0)}"
-        if self._backing.setdefault(key, this) != this:
-            return f"trace already backs another row ({self._backing[key]})"
+        self._checked += 1
+        this = f"{results_file}:{line if line is not None else '#' + str(self._checked)} {row['task_id']}"
+        for key in (os.path.realpath(run_dir), manifest[5]):  # the folder, and its run id (a copied folder keeps it)
+            if key is not None and self._backing.setdefault(key, this) != this:
+                return f"trace already backs another row ({self._backing[key]})"
         if self.rescorer is not None:
             return self.rescorer.problem(row, run_dir, manifest[4], results_file)
         return None
@@ -358,7 +360,8 @@ class TraceCheck:
                           spec.get("fingerprint") if isinstance(spec, dict) else None,
                           {k: evaluation[k] for k in ("success", "score") if k in evaluation}
                           if isinstance(evaluation, dict) else {},
-                          _trial_of(data.get("run_id")), rescore_input(data))
+                          _trial_of(data.get("run_id")), rescore_input(data),
+                          data["run_id"] if isinstance(data.get("run_id"), str) else None)
             else:
                 cached = data if isinstance(data, str) else "trace manifest is not a JSON object"
             self._manifests[run_dir] = cached

@@ -131,7 +131,7 @@ def _evaluate_files(paths: list[Path], by: list[str], data_dir: Path | None = No
         refuse_foreign_format(path)  # an export given back: name it and the command that reads it
     for path in paths:
         for line, row in iter_numbered_rows(path, issues, required=ROW_REQUIRED, strict=True):
-            problem = check.problem(row, path)
+            problem = check.problem(row, path, line)
             if problem is not None:
                 mismatches += 1
                 if len(examples) < 3:

@@ -8,7 +8,8 @@ red_team_limits_agent:build`; `attack.txt` beside it names the attack. It calls 
 - `asset_file` / `asset_run`: streams one asset bigger than the per-file quota / many that pass the per-run one;
 - `notes`: leaves a note in every place it can write (`/`, `/tmp`, `/dev/shm`, home, its work dir, and any
   directory a walk of the filesystem finds writable), then looks for notes its sibling tasks left;
-- `fork_bomb`, `memory_hog`, `huge_file`, `cpu_burn`: tries to use more than its limits allow.
+- `fork_bomb`, `memory_hog`, `huge_file`, `cpu_burn`: tries to use more than its limits allow;
+- `crash`: raises after its model answered (the run ends `error`).
 
 Its final answer is a JSON report of what it did and found.
 """
@@ -165,6 +166,8 @@ def build(ctx: Any):
                 report = asset_sizes(attack)
             elif attack == "notes":
                 report = notes(task.id)
+            elif attack == "crash":  # an errored run must never be official, whatever else passed
+                raise RuntimeError("the agent crashed after its model answered")
             else:
                 report = {"fork_bomb": fork_bomb, "memory_hog": memory_hog, "huge_file": huge_file,
                           "cpu_burn": cpu_burn}[attack]()

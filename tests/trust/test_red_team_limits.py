@@ -125,16 +125,17 @@ def test_asset_quotas_end_the_task(benchmark: str, attack: str, flags: list[str]
 
 @pytest.mark.parametrize("benchmark", ["jsonl", "gaia"])
 def test_notes_left_for_sibling_tasks_are_gone_in_task_mode(benchmark: str, outsider: Path, tmp_path: Path) -> None:
-    """Three tasks one after another, then three at once: none finds a note another left, anywhere; the only
-    places a task can write are its own /tmp (work dir, home, TMPDIR) and /dev/shm."""
+    """Three tasks one after another (jsonl), then three at once: none finds a note another left, anywhere; the
+    only places a task can write are its own /tmp (work dir, home, TMPDIR) and /dev/shm."""
     _require_confinement()
-    for concurrency in (1, 3):
+    for concurrency in (1, 3) if benchmark == "jsonl" else (3,):
         out = _run(outsider, tmp_path, benchmark, "notes", *_data(tmp_path, benchmark, 3), "--agent-processes",
                    "task", concurrency=concurrency)
         for row in out:
             report = json.loads(row["prediction"])
             assert not report["found"], (row["task_id"], report["found"])
-            assert set(report["wrote"]) <= {"/tmp", "/dev/shm", "/tmp/work", "/tmp/work/home", "/tmp/work/tmp"}, report
+            private = [p for p in report["wrote"] if p in ("/tmp", "/dev/shm") or p.startswith(("/tmp/", "/dev/shm/"))]
+            assert private == report["wrote"], report  # only on the task's own tmpfs mounts
             for place in ("/", "/dev", "/var/tmp"):
                 assert place not in report["wrote"], (place, report["refused"].get(place))
             assert {"/tmp", "/dev/shm", "/tmp/work/home"} <= set(report["wrote"]), report

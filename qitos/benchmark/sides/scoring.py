@@ -143,8 +143,9 @@ class _Job:
 
     def _limit_outcome(self, watch: TaskWatch) -> AgentOutcome:
         hit = str(watch.hit)
+        label = STOP_REASONS[hit].replace("_", " ")  # "process limit", "cpu time limit", ...
         return AgentOutcome(stop_reason=STOP_REASONS[hit], error=f"the task's agent processes reached their "
-                            f"{hit.replace('_', ' ')} limit ({watch.limits.describe(hit)}): the task was ended")
+                            f"{label} ({watch.limits.describe(hit)}): the task was ended")
 
     def _answer(self, message: dict[str, Any]) -> dict[str, Any]:
         call_id, method = message.get("id"), str(message.get("method"))
