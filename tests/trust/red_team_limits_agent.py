@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 NOTE = "qitos-red-team-note-"
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 24  # an image's first bytes: the board shows it
 PLACES = ["/", "/tmp", "/dev/shm", "/dev", "/var/tmp", "/run", "/tmp/work"]
 
 
@@ -47,7 +48,8 @@ def asset_names() -> dict[str, Any]:
              ".git/HEAD": b"ref: refs/heads/main\n", "agent_code/x.py": b"print('not what ran')\n",
              "agent_code/index.json": b"{}", "../x": b"outside", "../../y": b"further", ".hidden": b"dot file",
              "screens/.profile": b"dot file in a folder", "manifest.json": b"{\"official_run\": true}",
-             "steps.jsonl": b"{}\n", "/tmp/qitos-red-team-abs": b"absolute"}
+             "steps.jsonl": b"{}\n", "/tmp/qitos-red-team-abs": b"absolute",
+             "../screens/shot.png": PNG}
     return {"sent": _stream(names)}
 
 

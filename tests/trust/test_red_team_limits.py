@@ -100,6 +100,28 @@ def test_asset_names_the_agent_sends_are_never_used(benchmark: str, outsider: Pa
         by_content = {(run_dir / p).read_bytes() for p in paths}
         assert b"[core]\n\tfsmonitor = touch /tmp/qitos-red-team-pwned\n" in by_content  # kept, under its hash
         assert row["success"] is False
+        _board_shows_the_screenshot(tmp_path, run_dir, paths)
+
+
+def _board_shows_the_screenshot(tmp_path: Path, run_dir: Path, paths: list[str]) -> None:
+    """The board (run page and replay) links the PNG under its new name and serves it as an image."""
+    from starlette.testclient import TestClient
+
+    from qitos.qita.app import build_app
+    from qitos.qita.config import BoardConfig
+
+    [png] = [p for p in paths if p.endswith(".png")]
+    steps = (run_dir / "steps.jsonl").read_text().splitlines()
+    position = next(i for i, line in enumerate(steps, 1) if png in line)
+    app = build_app(BoardConfig(logdir=run_dir.parent, cache_dir=tmp_path / "board-cache"))
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        for page in (f"/runs/{run_dir.name}", f"/runs/{run_dir.name}/replay?step={position}"):
+            response = client.get(page)
+            assert response.status_code == 200 and f"/files/{png}" in response.text, page
+        shot = client.get(f"/runs/{run_dir.name}/files/{png}")
+        assert shot.status_code == 200 and shot.headers["content-type"] == "image/png"
+        assert shot.content.startswith(b"\x89PNG")
+    app.state.board.index.close()
 
 
 @pytest.mark.parametrize(("attack", "flags", "quota"), [
