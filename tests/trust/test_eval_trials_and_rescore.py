@@ -136,3 +136,32 @@ def test_an_errored_run_is_never_official(tmp_path: Path) -> None:
     assert checks["run_completed"]["passed"] is False and "'error'" in checks["run_completed"]["detail"]
     assert checks["model_called"]["passed"] and checks["agent_isolated"]["passed"]  # only the ending fails it
     assert manifest["official_run"] is False
+
+
+CYBENCH_TASK = "cybench_benchmark_hackthebox_cyber-apocalypse-2024_crypto_[Very_Easy]_Dynastic"
+
+
+def test_cybench_answers_are_scored_again_from_the_trace(tmp_path: Path, cybench_data: Path) -> None:
+    """The oracle's flag, recorded as the trace's answer, scores again to a success; the trace's answer edited to a
+    wrong flag (the row and the evaluation still claiming success) does not."""
+    from qitos.benchmark.sandbox import BwrapSandbox
+
+    from tests.conftest import require_system
+
+    require_system(BwrapSandbox.available()[0], "bubblewrap for CyBench's sandbox")
+    done = qit("bench", "run", "-b", "cybench", "--recipe", "oracle", "--task-ids", CYBENCH_TASK, "--data-dir",
+               cybench_data.parent, "--output", "results/r.jsonl", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (row,) = rows(tmp_path / "results" / "r.jsonl")
+    assert row["success"] is True, row
+    data_dir = ["--data-dir", str(cybench_data.parent)]
+    report = json.loads(qit("bench", "eval", "-i", "results/r.jsonl", "--json", *data_dir, cwd=tmp_path).stdout)
+    assert report["recomputed"] == 1 and report["trace_mismatches"] == 0, report
+    manifest_path = tmp_path / row["trace_run_dir"] / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    assert manifest["evaluation"]["answers"] and manifest["evaluation"]["answers"][-1]
+    manifest["evaluation"]["answers"] = ["HTB{not the flag}"]
+    manifest_path.write_text(json.dumps(manifest))
+    report = json.loads(qit("bench", "eval", "-i", "results/r.jsonl", "--json", *data_dir, cwd=tmp_path).stdout)
+    assert report["trace_mismatches"] == 1 and "recomputed from its trace: success=false" in report["issues"][0], report
+    assert report["groups"][0]["metrics"]["successes"] == 0

@@ -9,7 +9,7 @@ namespace (`zygote.isolate_child` then drops it):
 - `private_world()`: a mount namespace in which `/`, `/dev` and everything else the confinement shows
   are read-only, and `/tmp` (work dir, home, TMPDIR) and `/dev/shm` are fresh tmpfs mounts of this task
   alone. Read-only binds the confinement placed under /tmp (a `--runner`'s folder there) are moved onto
-  the new /tmp. A note left anywhere is gone for the next task. A fresh /proc shows only the task's
+  the new /tmp (open_tree/move_mount, Linux 5.2+; older kernels: /tmp read-only, a fresh tmpfs on /tmp/work). A note left anywhere is gone for the next task. A fresh /proc shows only the task's
   processes where the kernel allows it (not under every container runtime).
 - `set_rlimits()`: per-process backstops (file size, CPU time, and memory where no cgroup limits it).
 """
@@ -84,12 +84,33 @@ def private_world(tmpfs_bytes: int) -> None:
         _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     except OSError:  # refused where the confinement's /proc has covered entries: the host's view stays
         pass
-    kept = []
-    for point in _submounts("/tmp"):
-        fd = _libc.syscall(SYS_OPEN_TREE, AT_FDCWD, point.encode(), OPEN_TREE_CLONE | AT_RECURSIVE | os.O_CLOEXEC)
-        _check(fd, f"open_tree {point}")
-        kept.append((point, os.path.isdir(point), fd))
     size = f"size={max(1, tmpfs_bytes // 1024)}k"
+    try:
+        _fresh_tmp(size)
+    except OSError:  # no open_tree/move_mount here (kernel < 5.2): /tmp stays, read-only, with a fresh work dir
+        WORK.mkdir(exist_ok=True)
+        _mount("tmpfs", str(WORK), "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,{size}")
+        _remount_read_only("/tmp")
+    else:
+        WORK.mkdir(mode=0o700)
+    if os.path.isdir("/dev/shm"):
+        _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,{size}")
+    for path in ("/", "/dev"):
+        _remount_read_only(path)
+
+
+def _fresh_tmp(size: str) -> None:
+    """A fresh tmpfs on /tmp, with the read-only binds the confinement placed under it moved onto it."""
+    kept = []
+    try:
+        for point in _submounts("/tmp"):
+            fd = _libc.syscall(SYS_OPEN_TREE, AT_FDCWD, point.encode(), OPEN_TREE_CLONE | AT_RECURSIVE | os.O_CLOEXEC)
+            _check(fd, f"open_tree {point}")
+            kept.append((point, os.path.isdir(point), fd))
+    except OSError:
+        for _, _, fd in kept:
+            os.close(fd)
+        raise
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,{size}")
     for point, is_dir, fd in kept:
         if is_dir:
@@ -100,11 +121,6 @@ def private_world(tmpfs_bytes: int) -> None:
         _check(_libc.syscall(SYS_MOVE_MOUNT, fd, b"", AT_FDCWD, point.encode(), MOVE_MOUNT_F_EMPTY_PATH),
                f"move_mount {point}")
         os.close(fd)
-    if os.path.isdir("/dev/shm"):
-        _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,{size}")
-    for path in ("/", "/dev"):
-        _remount_read_only(path)
-    WORK.mkdir(mode=0o700)
 
 
 def set_rlimits(limits: dict[str, Any], memory_rlimit: bool) -> None:

@@ -19,6 +19,7 @@ import signal
 import socket
 import stat
 import struct
+import threading
 import time
 from pathlib import Path
 
@@ -102,6 +103,15 @@ def _big_file(root_fd: int, limit: int, budget: list[int]) -> bool:
     return False
 
 
+def _started(pid: int) -> str | None:
+    """A process's start time (clock ticks since boot): with its pid, what names it (a pid alone can be reused)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rpartition(")")[2].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
 class TaskWatch:
     """One task's limits; `per_task` False (batch mode): nothing to watch."""
 
@@ -111,6 +121,7 @@ class TaskWatch:
         self.cgroup: CommandCgroup | None = None
         self.hit: str | None = None
         self._next = self._next_scan = 0.0
+        self.started = _started(pid) if self.active and pid is not None else None
         if self.active:
             support = cgroup_support()
             if support.pids or support.memory:
@@ -148,6 +159,8 @@ class TaskWatch:
 
     def _measure(self, now: float, force: bool) -> str | None:
         assert self.pid is not None
+        if not self._same():
+            return None  # the task's process has ended: nothing left to measure
         pids = _tree(self.pid)
         cpu = resident = threads = 0
         for pid in pids:
@@ -178,9 +191,15 @@ class TaskWatch:
                 os.close(fd)
         return False
 
+    def _same(self) -> bool:
+        """Is the watched pid still the task's process (not gone, not reused by another)?"""
+        return self.pid is not None and self.started is not None and _started(self.pid) == self.started
+
     def kill(self) -> None:
         """End every process of the task (task mode: the init of its PID namespace takes the rest with it)."""
-        if not self.active:
+        if not self.active or not self._same():
+            if self.cgroup is not None:
+                self.cgroup.kill_all()
             return
         targets = [self.pid] if self.private_world else list(reversed(_tree(self.pid)))
         for pid in targets:
@@ -192,14 +211,20 @@ class TaskWatch:
             self.cgroup.kill_all()
 
     def close(self) -> None:
-        """After the job: nothing of the task may outlive it (processes left behind are killed), cgroup removed."""
+        """After the job (its outcome received): nothing of the task may outlive it, and its cgroup goes (on a
+        thread: removal waits for the killed processes to be gone, and the next task need not wait for that)."""
         if not self.active:
             return
-        if not self.private_world:  # no PID namespace ended them: what the job child left behind
-            for pid in _tree(self.pid)[1:]:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+        if not self._same():
+            targets = []
+        elif self.private_world:  # the init of the task's PID namespace: the kernel ends the rest with it
+            targets = [self.pid]
+        else:  # no PID namespace ends them: what the job child left behind
+            targets = _tree(self.pid)[1:]
+        for pid in targets:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         if self.cgroup is not None:
-            self.cgroup.remove()
+            threading.Thread(target=self.cgroup.remove, name="qitos-task-cgroup", daemon=True).start()
