@@ -3,14 +3,12 @@
 Done in the job's child before any agent code runs, while it still holds CAP_SYS_ADMIN in the host's user
 namespace (`zygote.isolate_child` then drops it):
 
-- `enter()`: a PID namespace of its own. The job runs as its init, so when it ends, or the scoring side
-  kills it (a limit), the kernel ends every process the task started; none outlives it or is left for
-  the next task.
-- `private_world()`: a mount namespace in which `/`, `/dev` and everything else the confinement shows
-  are read-only, and `/tmp` (work dir, home, TMPDIR) and `/dev/shm` are fresh tmpfs mounts of this task
+- `enter()`: a mount namespace of its own, and the job's process a subreaper (orphans of the task stay in
+  its process tree, so the scoring side finds and ends every process of the task).
+- `private_world()`: in that namespace, `/`, `/dev` and everything else the confinement shows are read-only, and `/tmp` (work dir, home, TMPDIR) and `/dev/shm` are fresh tmpfs mounts of this task
   alone. Read-only binds the confinement placed under /tmp (a `--runner`'s folder there) are moved onto
-  the new /tmp (open_tree/move_mount, Linux 5.2+; older kernels: /tmp read-only, a fresh tmpfs on /tmp/work). A note left anywhere is gone for the next task. A fresh /proc shows only the task's
-  processes where the kernel allows it (not under every container runtime).
+  the new /tmp (open_tree/move_mount, Linux 5.2+; older kernels: /tmp read-only, a fresh tmpfs on /tmp/work).
+  A note left anywhere is gone for the next task.
 - `set_rlimits()`: per-process backstops (file size, CPU time, and memory where no cgroup limits it).
 """
 
@@ -24,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 _libc = ctypes.CDLL(None, use_errno=True)
-CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
+CLONE_NEWNS, PR_SET_CHILD_SUBREAPER = 0x00020000, 36
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC, MS_PRIVATE, MS_RELATIME = 1024, 2048, 4096, 0x4000, 1 << 18, 1 << 21
 SYS_OPEN_TREE, SYS_MOVE_MOUNT = 428, 429  # the same number on every architecture (new syscall table)
@@ -46,19 +44,14 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
                        flags, data.encode() if data else None), f"mount {target}")
 
 
-def enter() -> int | None:
-    """Unshare a PID and mount namespace and fork. In the task's init (pid 1 of the new namespace): None. In
-    the parent: the init's exit code, once it has ended (and with it, every process of the task)."""
-    _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWPID), "unshare(CLONE_NEWNS | CLONE_NEWPID)")
-    pid = os.fork()
-    if pid == 0:
-        return None
-    while True:
-        try:
-            _, status = os.waitpid(pid, 0)
-            return os.waitstatus_to_exitcode(status) & 0xFF
-        except InterruptedError:
-            continue
+def enter() -> None:
+    """A mount namespace of the task's own, and the job's process made a subreaper: what the task starts and
+    leaves behind stays in its process tree, which the scoring side watches and kills as a whole.
+
+    Not a PID namespace: the confinement's /proc (covered entries) cannot be replaced by a fresh one, and with
+    a /proc of another namespace, programs that look themselves up there by pid (a nested bwrap) hang."""
+    _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(PR_SET_CHILD_SUBREAPER)")
 
 
 def _submounts(root: str) -> list[str]:
@@ -80,10 +73,6 @@ def _remount_read_only(path: str) -> None:
 def private_world(tmpfs_bytes: int) -> None:
     """This task's private writable places (see the module docstring); `tmpfs_bytes` bounds each tmpfs."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    try:
-        _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    except OSError:  # refused where the confinement's /proc has covered entries: the host's view stays
-        pass
     size = f"size={max(1, tmpfs_bytes // 1024)}k"
     try:
         _fresh_tmp(size)

@@ -7,8 +7,8 @@ fork or reclaims/kills past the limit, and counts each hit). Then, a few times a
 runs, the watch reads what the cgroup counted and, from /proc: the task's processes and threads (where
 no pids cgroup counts them), their memory (where no memory cgroup does), their CPU time together, and
 (task mode) whether a file in the task's private /tmp or /dev/shm reached the file-size limit
-(RLIMIT_FSIZE stopped its writer there). A hit kills the task: in task mode its child is the init of
-its own PID namespace, so one SIGKILL ends every process of the task. `--agent-processes batch` has no
+(RLIMIT_FSIZE stopped its writer there). A hit kills the task: every process in the job's process tree
+(the job's process is a subreaper, so the task's orphans stay in it) and in its cgroup. `--agent-processes batch` has no
 per-task processes to watch: no limit but the asset quotas applies there.
 """
 
@@ -196,13 +196,12 @@ class TaskWatch:
         return self.pid is not None and self.started is not None and _started(self.pid) == self.started
 
     def kill(self) -> None:
-        """End every process of the task (task mode: the init of its PID namespace takes the rest with it)."""
+        """End every process of the task: its process tree, leaves first, and what its cgroup holds."""
         if not self.active or not self._same():
             if self.cgroup is not None:
                 self.cgroup.kill_all()
             return
-        targets = [self.pid] if self.private_world else list(reversed(_tree(self.pid)))
-        for pid in targets:
+        for pid in reversed(_tree(self.pid)):  # the job's process is a subreaper: the task's orphans are in it
             try:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -215,13 +214,7 @@ class TaskWatch:
         thread: removal waits for the killed processes to be gone, and the next task need not wait for that)."""
         if not self.active:
             return
-        if not self._same():
-            targets = []
-        elif self.private_world:  # the init of the task's PID namespace: the kernel ends the rest with it
-            targets = [self.pid]
-        else:  # no PID namespace ends them: what the job child left behind
-            targets = _tree(self.pid)[1:]
-        for pid in targets:
+        for pid in reversed(_tree(self.pid)) if self._same() else []:
             try:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):

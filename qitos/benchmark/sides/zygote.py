@@ -4,10 +4,9 @@
 benchmark's recipes and the `--runner` module once, then waits on its control socket. Each job's
 socket arrives as a passed file descriptor; the host forks, and the child:
 
-1. (task mode) enters a PID namespace and a mount namespace of its own (`task_ns`): it runs as the init
-   of its task, so every process the task starts ends with it, and `/tmp` (its work dir, home and TMPDIR)
-   and `/dev/shm` are fresh tmpfs mounts while `/`, `/dev` and the rest are read-only, so no sibling job
-   sees anything it writes;
+1. (task mode) enters a mount namespace of its own and becomes a subreaper (`task_ns`): `/tmp` (its work
+   dir, home and TMPDIR) and `/dev/shm` are fresh tmpfs mounts while `/`, `/dev` and the rest are read-only,
+   so no sibling job sees anything it writes, and what it starts stays in its process tree;
 2. says hello (the scoring side reads its pid from the socket's credentials and places the task's
    processes under their limits), then reads its job;
 3. sets its per-process limits (file size, CPU time), makes itself non-dumpable, drops every capability
@@ -84,21 +83,14 @@ def _receive_job(sock: socket.socket) -> Any:
 
 
 def _child(sock: socket.socket, private_mounts: bool) -> int:
-    """A fresh process for one job: in its own PID namespace and private writable places (task mode), under
-    its limits, without privileges; then run the job in its work dir."""
+    """A fresh process for one job: with private writable places (task mode), under its limits, without
+    privileges; then run the job in its work dir."""
     from . import task_ns
 
-    if private_mounts:
-        try:
-            code = task_ns.enter()
-        except OSError as exc:
-            _hello(sock)
-            return _failed(sock, exc)
-        if code is not None:  # the parent: the task's init has ended, and every process of the task with it
-            sock.close()
-            return code
     try:
         _hello(sock)
+        if private_mounts:
+            task_ns.enter()
         job = _receive_job(sock)
         if private_mounts:
             task_ns.private_world(int(job.limits.get("memory_bytes") or 1 << 30))
