@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from .base import LoadOptions
+from .sides.limits import AgentLimits
 
 
 class ModelConfig(BaseModel):
@@ -61,6 +62,7 @@ class RunConfig(BaseModel):
     runner: str | None = None  # "module:callable" building an AgentModule from a RecipeContext
     validator: bool = False  # the runner takes gold (an oracle of the user's): scoring side, never official
     agent_processes: str | None = None  # "task" | "batch"; None: the benchmark's default (see BenchmarkAdapter)
+    limits: AgentLimits = Field(default_factory=AgentLimits)  # per task: assets, memory, processes, ... (sides.limits)
     model: ModelConfig = Field(default_factory=ModelConfig)
     concurrency: int = 1
     trials: int = 1

@@ -387,7 +387,12 @@ class _Verdict:
         except Exception as exc:  # noqa: BLE001 - an evaluator crash is recorded on the row
             self.error = f"evaluation failed: {type(exc).__name__}: {exc}\n{traceback.format_exc()}"
             return None
-        return {"success": self.evaluation.success, "score": self.evaluation.score}
+        recorded = {"success": self.evaluation.success, "score": self.evaluation.score,
+                    "final_answer": result.final_answer}  # what `qit bench eval` scores again (rescore.py)
+        subtasks = (self.evaluation.metadata or {}).get("subtasks")
+        if isinstance(subtasks, list):  # CyBench: the answer given to each question
+            recorded["answers"] = [s.get("prediction") for s in subtasks if isinstance(s, dict)]
+        return recorded
 
 
 def _run_engine(ctx: JobContext, task: Task, trial: int, runtime: TaskRuntime, trace_logdir: Path,

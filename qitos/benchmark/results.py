@@ -257,15 +257,17 @@ def trace_run_spec(rows: Iterable[dict[str, Any]], locate: Callable[[str], str |
 def expects_trace(stop_reason: Any) -> bool:
     """Whether a row with this stop reason must have a trace: its agent ran (answered, ended the episode or
     used up a budget)."""
-    return stop_reason in ("final", "env_terminal") or (isinstance(stop_reason, str)
-                                                        and stop_reason.startswith("budget_"))
+    return stop_reason in ("final", "env_terminal", "asset_quota", "memory_limit", "process_limit",
+                           "file_size_limit", "cpu_time_limit") or (isinstance(stop_reason, str)
+                                                                    and stop_reason.startswith("budget_"))
 
 
 class TraceCheck:
     """Checks rows against their traces for `qit bench eval`: a claimed success must be backed by its trace.
 
     The manifest's `evaluation` is written by the scoring side, so it must record the row's success and
-    score, and the manifest's task id and RunSpec fingerprint must be the row's. Only the manifests of rows
+    score, and the manifest's task id, trial (from its run id) and RunSpec fingerprint must be the row's; one
+    trace backs at most one claimed success, and where `rescorer` can, the score is recomputed from the trace. Only the manifests of rows
     that claim success are read, once per directory, as plain JSON: validating a whole `Manifest` with
     `qitos.trace.reader` costs about 65 µs each, seconds over 100,000 rows. Whether the trace of any other
     row exists is a lookup in its parent folder's listing, read once. A relative trace_run_dir is as
@@ -273,13 +275,16 @@ class TraceCheck:
     one folder up (`results/` next to `runs/`, the default layout).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, rescorer: Any = None) -> None:
+        self.rescorer = rescorer  # rescore.Rescorer: scores claimed successes again from their traces
+        self._backing: dict[str, str] = {}  # trace dir, run id -> the row it backs (one trace backs at most one row)
+        self._checked = 0
         self._manifests: dict[str, tuple[Any, ...] | str] = {}
         self._listings: dict[str, set[str]] = {}
         self._bases: dict[str, list[str]] = {}
         self.located: dict[str, str] = {}  # trace_run_dir as written -> the directory found
 
-    def problem(self, row: dict[str, Any], results_file: Path) -> str | None:
+    def problem(self, row: dict[str, Any], results_file: Path, line: int | None = None) -> str | None:
         """Why `row` does not match its trace, or None when it does (or, not claiming success, needs none)."""
         claims = row.get("success") is True
         if not claims and not expects_trace(row.get("stop_reason")):
@@ -293,7 +298,19 @@ class TraceCheck:
         if not claims:
             return None
         manifest = self._manifest(run_dir)
-        return manifest if isinstance(manifest, str) else _disagreement(row, manifest)
+        if isinstance(manifest, str):
+            return manifest
+        problem = _disagreement(row, manifest)
+        if problem is not None:
+            return problem
+        self._checked += 1
+        this = f"{results_file}:{line if line is not None else '#' + str(self._checked)} {row['task_id']}"
+        for key in (os.path.realpath(run_dir), manifest[5]):  # the folder, and its run id (a copied folder keeps it)
+            if key is not None and self._backing.setdefault(key, this) != this:
+                return f"trace already backs another row ({self._backing[key]})"
+        if self.rescorer is not None:
+            return self.rescorer.problem(row, run_dir, manifest[4], results_file)
+        return None
 
     def locate(self, ref: str, results_file: Path) -> str | None:
         """The run directory `ref` names, or None when there is none."""
@@ -336,11 +353,15 @@ class TraceCheck:
             except (OSError, orjson.JSONDecodeError):
                 data = "trace manifest is unreadable"
             if isinstance(data, dict):
+                from .rescore import rescore_input
+
                 task, spec, evaluation = data.get("task"), data.get("run_spec"), data.get("evaluation")
                 cached = (task.get("id") if isinstance(task, dict) else None,
                           spec.get("fingerprint") if isinstance(spec, dict) else None,
                           {k: evaluation[k] for k in ("success", "score") if k in evaluation}
-                          if isinstance(evaluation, dict) else {})
+                          if isinstance(evaluation, dict) else {},
+                          _trial_of(data.get("run_id")), rescore_input(data),
+                          data["run_id"] if isinstance(data.get("run_id"), str) else None)
             else:
                 cached = data if isinstance(data, str) else "trace manifest is not a JSON object"
             self._manifests[run_dir] = cached
@@ -359,10 +380,18 @@ def _read(path: str) -> bytes:
     return b"".join(chunks)
 
 
+def _trial_of(run_id: Any) -> int | None:
+    """The trial a run id names (`<prefix>_<task>_<trial>_<stamp>_<hex>`, `new_run_id`), None if it names none."""
+    parts = run_id.rsplit("_", 3) if isinstance(run_id, str) else []
+    return int(parts[1]) if len(parts) == 4 and parts[1].isdigit() else None
+
+
 def _disagreement(row: dict[str, Any], manifest: tuple[Any, ...]) -> str | None:
-    task_id, fingerprint, evaluation = manifest
+    task_id, fingerprint, evaluation, trial = manifest[:4]
     if task_id != row["task_id"]:
         return f"trace is of task {task_id}"
+    if trial is not None and trial != row.get("trial", 0):
+        return f"trace is of trial {trial}, the row of trial {row.get('trial', 0)}"
     if row.get("run_spec_ref") is not None and fingerprint != row["run_spec_ref"]:
         return f"trace RunSpec {fingerprint} is not the row's {row['run_spec_ref']}"
     if not evaluation:

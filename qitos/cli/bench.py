@@ -67,6 +67,20 @@ def run(
     agent_processes: Annotated[Optional[str], typer.Option(
         "--agent-processes", help="task: a fresh confined process per task; batch: tasks on threads of one confined "
                                   "agent process (faster, tasks share it); default: the benchmark's")] = None,
+    asset_max_file: Annotated[Optional[str], typer.Option(
+        "--asset-max-file", help="largest streamed asset (screenshot) of a task, e.g. 16M (default 16M); past it "
+                                 "the task ends asset_quota")] = None,
+    asset_max_run: Annotated[Optional[str], typer.Option(
+        "--asset-max-run", help="all streamed assets of one task's trace, e.g. 512M (default 512M)")] = None,
+    agent_memory: Annotated[Optional[str], typer.Option(
+        "--agent-memory", help="memory of one task's agent processes together, e.g. 4G (default 4G; task ends "
+                               "memory_limit)")] = None,
+    agent_max_processes: Annotated[Optional[int], typer.Option(
+        "--agent-max-processes", help="processes and threads of one task at once (default 256; process_limit)")] = None,
+    agent_file_size: Annotated[Optional[str], typer.Option(
+        "--agent-file-size", help="largest file a task's agent may write, e.g. 1G (default 1G; file_size_limit)")] = None,
+    agent_cpu_seconds: Annotated[Optional[int], typer.Option(
+        "--agent-cpu-seconds", help="CPU seconds of one task's agent processes (default 3600; cpu_time_limit)")] = None,
     model_name: ModelName = "local",
     base_url: BaseUrl = None,
     api_key_env: ApiKeyEnv = "OPENAI_API_KEY",
@@ -148,8 +162,17 @@ def run(
                        task_ids=_task_ids(task_ids),
                        **({"data_dir": data_dir} if data_dir else {}))
     from qitos.benchmark.cluster.placement import parse_resources
+    from qitos.benchmark.sides.limits import parse_limits
+
+    try:
+        limits = parse_limits(asset_max_file=asset_max_file, asset_max_run=asset_max_run, agent_memory=agent_memory,
+                              agent_max_processes=agent_max_processes, agent_file_size=agent_file_size,
+                              agent_cpu_seconds=agent_cpu_seconds)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
     cfg = RunConfig(benchmark=benchmark, load=load, recipe=recipe, runner=runner, validator=validator, agent_processes=agent_processes,
+                    limits=limits,
                     model=ModelConfig(model_name=model_name, base_url=base_url, api_key_env=api_key_env,
                                       temperature=temperature, max_tokens=max_tokens, seed=seed, top_p=top_p,
                                       reasoning_effort=reasoning_effort, extra_body=body,
@@ -206,11 +229,14 @@ def eval_(
                                          "top_p, max_tokens, reasoning_effort, extra_body, request_timeout, "
                                          "max_retries, think_tags, model_server, model_name, ...")] = "",
     as_json: Annotated[bool, typer.Option("--json", help="stable JSON output")] = False,
+    data_dir: Annotated[Optional[Path], typer.Option(
+        "--data-dir", help="where the benchmarks' data is, to score claimed successes again from their traces "
+                           "(jsonl, GAIA, CyBench; default $QITOS_DATA_DIR or ~/.cache/qitos/data)")] = None,
 ) -> None:
     """Aggregate results: success over every selected task (with coverage), pass^k, benchmark metrics, cost."""
     from .bench_view import evaluate_files, print_eval
 
-    report = evaluate_files(input, [b.strip() for b in by.split(",") if b.strip()])
+    report = evaluate_files(input, [b.strip() for b in by.split(",") if b.strip()], data_dir)
     if as_json:
         typer.echo(json.dumps(report, indent=2, default=str))
     else:

@@ -122,7 +122,7 @@ def _plugin_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def evaluate_files(paths: list[Path], by: list[str]) -> dict[str, Any]:
+def evaluate_files(paths: list[Path], by: list[str], data_dir: Path | None = None) -> dict[str, Any]:
     """Read, check against traces, group and aggregate; a `success` that is not a JSON bool stops eval (exit 2).
 
     The cyclic garbage collector is paused meanwhile: rows and manifests are plain JSON, so it finds
@@ -131,13 +131,13 @@ def evaluate_files(paths: list[Path], by: list[str]) -> dict[str, Any]:
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _evaluate_files(paths, by)
+        return _evaluate_files(paths, by, data_dir)
     finally:
         if enabled:
             gc.enable()
 
 
-def _evaluate_files(paths: list[Path], by: list[str]) -> dict[str, Any]:
+def _evaluate_files(paths: list[Path], by: list[str], data_dir: Path | None = None) -> dict[str, Any]:
     from qitos.benchmark.metrics import CONFIG_FIELDS, ROW_REQUIRED, evaluate_rows, known_fields
     from qitos.benchmark.formats import refuse_foreign_format, require_file
     from qitos.benchmark.results import RowIssue, TraceCheck, discredit, iter_numbered_rows
@@ -146,7 +146,10 @@ def _evaluate_files(paths: list[Path], by: list[str]) -> dict[str, Any]:
 
     issues: list[RowIssue] = []
     rows: list[dict[str, Any]] = []
-    check = TraceCheck()
+    from qitos.benchmark.rescore import Rescorer
+
+    rescorer = Rescorer(data_dir)
+    check = TraceCheck(rescorer)
     mismatches, examples = 0, []
     for path in paths:
         require_file(path)
@@ -154,7 +157,7 @@ def _evaluate_files(paths: list[Path], by: list[str]) -> dict[str, Any]:
     for path in paths:
         before, noted = len(rows), len(issues)
         for line, row in iter_numbered_rows(path, issues, required=ROW_REQUIRED, strict=True):
-            problem = check.problem(row, path)
+            problem = check.problem(row, path, line)
             if problem is not None:
                 mismatches += 1
                 if len(examples) < 3:
@@ -182,11 +185,16 @@ def _evaluate_files(paths: list[Path], by: list[str]) -> dict[str, Any]:
         more = f"; and {mismatches - 3} more" if mismatches > 3 else ""
         notes.append(f"{mismatches} row(s) do not match their trace: {'; '.join(examples)}{more} "
                      "(a success its trace does not back counts as a failure)")
+    if rescorer.recomputed or rescorer.not_recomputed:
+        skipped = "; ".join(f"{n} not recomputed: {why}" for why, n in sorted(rescorer.not_recomputed.items()))
+        notes.append(f"{rescorer.recomputed} claimed success(es) scored again from their traces"
+                     + (f" ({skipped})" if skipped else ""))
     by = by or list(CONFIG_FIELDS)
     describe = lambda group: describe_configuration(group, check.located.get)  # noqa: E731
     groups = evaluate_rows(rows, by, _plugin_metrics, notes, describe=describe)
     return {"files": [str(p) for p in paths], "by": by, "rows": len(rows), "trace_mismatches": mismatches,
-            "groups": groups, "issues": notes + [str(i) for i in issues]}  # notes first: print_eval shows 20
+            "groups": groups, "issues": notes + [str(i) for i in issues],
+            "recomputed": rescorer.recomputed, "not_recomputed": rescorer.not_recomputed}  # notes first: print_eval shows 20
 
 
 CONFIG_KEYS = ("model_name", "base_url_host", "model_server", "recipe", "temperature", "top_p", "max_tokens",

@@ -7,6 +7,8 @@ stop reason and a finalized trace.
 
 from __future__ import annotations
 
+import dataclasses
+
 import hashlib
 import json
 import threading
@@ -381,7 +383,8 @@ class _Run:
                     env.close()
                 except Exception:  # noqa: BLE001 - cleanup must not mask the run's outcome
                     pass
-            checks = official_checks(self.spec, self.e.experiment_spec, self.w.integrity(), self._facts())
+            checks = official_checks(self.spec, self.e.experiment_spec, self.w.integrity(),
+                                     dataclasses.replace(self._facts(), stop_reason=reason.value))
             result = RunResult(
                 run_id=self.w.run_id, run_dir=str(self.w.run_dir), status=run_status(reason), stop_reason=reason,
                 final_answer=summary.final_result, steps=self.steps, usage=self.usage, cost=self.cost,

@@ -22,6 +22,12 @@ class StopReason(str, Enum):
     TOOL_ERROR_LIMIT = "tool_error_limit"
     CANCELLED = "cancelled"
     ERROR = "error"
+    # a limit of the agent's task (qitos.benchmark.sides.limits): the agent's failure, scored as one
+    ASSET_QUOTA = "asset_quota"
+    MEMORY_LIMIT = "memory_limit"
+    PROCESS_LIMIT = "process_limit"
+    FILE_SIZE_LIMIT = "file_size_limit"
+    CPU_TIME_LIMIT = "cpu_time_limit"
     # benchmark level
     SETUP_FAILED = "setup_failed"
     REQUIRES_UNAVAILABLE = "requires_unavailable"

@@ -4,7 +4,8 @@ Official means: identified (RunSpec complete, QitOS's and the agent's code ident
 described (ExperimentSpec, dataset digest), unaided (a baseline recipe, a real model that was actually
 called and answered at least once, no gold taken through the oracle channel), scored by the benchmark's
 reference scorer, and a complete trace. A run whose every model call failed (connection errors, say) ends
-`model_error` and measures the endpoint, not the agent: `model_answered` keeps it from being official.
+`model_error` and measures the endpoint, not the agent: `model_answered` keeps it from being official, and
+`run_completed` keeps any run that ended `error` or `model_error` from being official whatever else passed.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ class RunFacts:
     oracle_used: bool = False
     # benchmark runs: (was the agent side in its own confined process, why / how); None outside benchmarks
     isolation: tuple[bool, str] | None = None
+    stop_reason: str | None = None  # how the run ended (None while it is in progress)
+
+
+FAILED_RUN_REASONS = frozenset({"error", "model_error"})
 
 
 def check_run_spec(spec: RunSpec) -> OfficialCheck:
@@ -207,6 +212,12 @@ def official_checks(spec: RunSpec, experiment: ExperimentSpec | None, trace: tup
         check="agent_unaided", passed=not facts.oracle_used,
         detail="gold taken through the oracle channel (RecipeContext.oracle_gold)" if facts.oracle_used
         else "no oracle channel used"))
+    if facts.stop_reason is not None:
+        failed = facts.stop_reason in FAILED_RUN_REASONS
+        checks.append(OfficialCheck(
+            check="run_completed", passed=not failed,
+            detail=f"the run ended '{facts.stop_reason}': it measured a failure of the machinery or the model "
+                   "endpoint, not the agent" if failed else f"the run ended '{facts.stop_reason}'"))
     if trace is None:
         checks.append(OfficialCheck(check="trace_complete", passed=False, detail="run in progress"))
     else:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -66,14 +67,20 @@ def assert_trace_holds_screenshots(tmp_path: Path, row: dict[str, Any]) -> None:
     steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
     assert len(steps) == row["steps"] and steps
     paths = [a["path"] for s in steps for a in s["visual_assets"]]
-    assert paths[0] == "screens/step_000.png" and len(paths) == len(steps) + 1, paths
+    assert len(paths) == len(steps) + 1, paths
+    folder = "screens"
+    if manifest["run_spec"]["environment"].get("agent_side", "scoring-process") != "scoring-process":
+        folder = "assets"  # streamed from the agent side: named by the scoring side, whatever the agent called them
+        assert all(re.fullmatch(r"assets/[0-9a-f]{64}\.png", p) for p in paths), paths
+    else:  # an oracle on the scoring side: the environment's own names
+        assert paths[0] == "screens/step_000.png", paths
     for step in steps:
         assert step["visual_assets"], f"step {step['step_id']} has no screenshot"
         for asset in step["visual_assets"]:
             path = (run_dir / asset["path"]).resolve()
             assert run_dir in path.parents and asset["mime_type"] == "image/png"
             assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert sorted(p.name for p in (run_dir / "screens").iterdir()) == sorted(Path(p).name for p in paths)
+    assert sorted(p.name for p in (run_dir / folder).iterdir()) == sorted({Path(p).name for p in paths})
 
 
 def test_cli_oracle_solves_every_task_and_traces_hold_screenshots(tmp_path: Path, session_token: str) -> None:

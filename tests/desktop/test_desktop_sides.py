@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import py_compile
 import subprocess
 import sys
@@ -183,7 +184,10 @@ def test_a_scripted_run_goes_through_the_confined_agent_side_and_scores_the_real
     checks = _checks(row)
     assert checks["agent_isolated"] is True and checks["agent_unaided"] is True
     run_dir = Path(row["trace_run_dir"])
-    assert sorted(p.name for p in (run_dir / "screens").iterdir()) == ["step_000.png", "step_001.png", "step_002.png"]
+    steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+    shots = [a["path"] for s in steps for a in s["visual_assets"]]  # named by the scoring side: assets/<sha256>.png
+    assert len(shots) == 3 and all(re.fullmatch(r"assets/[0-9a-f]{64}\.png", p) for p in shots), shots
+    assert sorted(p.name for p in (run_dir / "assets").iterdir()) == sorted({Path(p).name for p in shots})
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     env_steps = [e["payload"] for e in events if e["kind"] == "env_step"]
     assert len(env_steps) == 2 and env_steps[0]["on_target"] is True, "the scoring side writes its own step record"

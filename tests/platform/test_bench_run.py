@@ -35,7 +35,8 @@ def test_concurrent_trials_and_error_isolation(tmp_path):
         assert manifest["status"] == "completed" and manifest["run_spec"]["fingerprint"] in refs
         assert manifest["benchmark_name"] == "jsonl" and manifest["experiment_spec"]["name"] == "jsonl:default"
         assert "answer" not in manifest["task"]["metadata"]
-        assert manifest["evaluation"] == {"success": True, "score": 1.0}
+        # the outcome, and the answer it was scored on (what `qit bench eval` scores again)
+        assert manifest["evaluation"] == {"success": True, "score": 1.0, "final_answer": r["prediction"]}
 
 
 def test_rerun_resumes_and_retry_errors(tmp_path):

@@ -56,24 +56,25 @@ def test_a_success_its_trace_does_not_back_counts_as_a_failure(tmp_path: Path) -
               {**t3, "run_spec_ref": "0123456789abcdef"},  # another configuration's row
               {**t1, "trial": 1, "trace_run_dir": "runs/gone"},  # a trace that is not there
               {**t2, "trial": 1, "success": False, "score": 0.0, "trace_run_dir": "runs/gone2"},  # failure, no trace
-              {**t2, "trial": 2, "trace_run_dir": str(moved.resolve())},  # absolute, and right
+              {**t2, "trial": 2, "trace_run_dir": str(moved.resolve())},  # a copy of trial 0's trace, for trial 2
               {**t3, "trial": 1, "success": None, "score": None, "stop_reason": "setup_failed",
-               "trace_run_dir": None}]  # no trace due
+               "trace_run_dir": None},  # no trace due
+              {**t1, "trace_run_dir": str((tmp_path / t1["trace_run_dir"]).resolve())}]  # absolute, and right
     path = _write(tmp_path / "results" / "forged.jsonl", forged)
     report = _eval(tmp_path, path)
-    assert report["trace_mismatches"] == 6
+    assert report["trace_mismatches"] == 7
     [note] = [i for i in report["issues"] if "do not match their trace" in i]
-    assert note.startswith("6 row(s) do not match their trace: ") and note.count(str(path)) == 3
+    assert note.startswith("7 row(s) do not match their trace: ") and note.count(str(path)) == 3
     assert f"{path}:1 t0 trace says success=false, row success=true" in note
     assert f"{path}:2 t1 claims success but has no trace_run_dir" in note
     assert f"{path}:3 t2 trace is of task t3" in note
     metrics = {tuple(g["group"].values()): g["metrics"] for g in report["groups"]}
     [m] = [m for key, m in metrics.items() if t0["run_spec_ref"] in key]
-    assert m["successes"] == 1 and m["selected"] == 12  # only the absolute, matching row of t2 trial 2
+    assert m["successes"] == 1 and m["selected"] == 12  # only the absolute, matching row of t1 trial 0
     assert m["unscored_by_reason"]["does not match its trace"] == 4
     assert m["unscored_by_reason"]["setup_failed"] == 1
     [other] = [m for key, m in metrics.items() if "0123456789abcdef" in key]
     assert other["successes"] == 0 and other["unscored_by_reason"]["does not match its trace"] == 1
 
     table = qit("bench", "eval", "-i", path, cwd=tmp_path).stdout
-    assert "6 row(s) do not match their trace:" in table.replace("\n", " ")
+    assert "7 row(s) do not match their trace:" in table.replace("\n", " ")

@@ -65,6 +65,7 @@ class AgentJob(BaseModel):
     seed: int | None = 0
     executor: str = "local"
     describe_only: bool = False  # build the agent, report its description, do not run
+    limits: dict[str, Any] = Field(default_factory=dict)  # sides.limits.AgentLimits, and `rlimit_memory`
 
 
 class AgentOutcome(BaseModel):

@@ -68,7 +68,8 @@ class AgentHost:
         self.mode = "batch" if settings.processes == "batch" else ("task" if self.private_mounts else "task-shared-tmp")
         if not settings.confine:
             why = "confinement switched off (QITOS_AGENT_CONFINE=0)"
-        per_job = {"task": "a fresh process per task with a private /tmp",
+        per_job = {"task": "a fresh process per task with a private /tmp and /dev/shm, read-only elsewhere, and "
+                           "per-task limits",
                    "task-shared-tmp": "a fresh process per task; tasks share /tmp (no mount namespace per task here)",
                    "batch": "tasks on threads of one agent process (--agent-processes batch): they share its memory "
                             "and can reach each other's work dirs"}[self.mode]
@@ -171,6 +172,7 @@ class AgentHost:
             if self._proc is None or self._proc.poll() is not None:
                 self._start()
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # the job child's pid (watch.read_hello)
             try:
                 assert self._control is not None
                 socket.send_fds(self._control, [b"J"], [theirs.fileno()])

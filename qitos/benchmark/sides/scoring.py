@@ -25,7 +25,10 @@ from qitos.trace.writer import TraceWriter, new_run_id
 
 from ..base import TaskRuntime
 from .contract import AgentCallRefused, AgentJob, AgentOutcome
-from .receiver import StreamError, TraceReceiver
+from .host import START_TIMEOUT_SECONDS
+from .limits import STOP_REASONS
+from .receiver import AssetQuotaExceeded, StreamError, TraceReceiver
+from .watch import TaskWatch, read_hello
 from .wire import WireClosed
 
 if TYPE_CHECKING:
@@ -45,7 +48,7 @@ def trusted_run_spec(ctx: "JobContext", task: Task, description: dict[str, Any])
                    "base_url_host": getattr(model, "base_url_host", None)}
     sha, dirty = qitos_checkout()
     environment = {**environment_summary(cfg.executor), "agent_side": ctx.agent_side_kind(),
-                   "agent_processes": ctx.agent_processes()}
+                   "agent_processes": ctx.agent_processes(), "agent_limits": cfg.limits.record()}
     return RunSpec(**description, environment=environment, seed=cfg.model.seed,
                    stop_criteria={"parse_error_limit": cfg.parse_error_limit, "tool_error_limit": cfg.tool_error_limit},
                    budget=task.budget.model_dump(), git_sha=sha, git_dirty=dirty, package_version=package_version(),
@@ -84,8 +87,17 @@ class _Job:
         self.model_responses = 0  # those the model answered
 
     def converse(self, job: AgentJob) -> AgentOutcome:
-        channel = self.ctx.agent_host().open_job()
+        host = self.ctx.agent_host()
+        channel = host.open_job()
+        watch = None
         try:
+            try:
+                pid = read_hello(channel.sock, START_TIMEOUT_SECONDS)
+            except (OSError, ConnectionError) as exc:
+                raise WireClosed(str(exc)) from None
+            watch = TaskWatch(pid, self.ctx.cfg.limits, per_task=host.mode != "batch",
+                              private_world=host.mode == "task")
+            job.limits = watch.job_limits()
             channel.send({"t": "job", "job": job.model_dump(mode="json")})
             budget = self.task.budget.max_runtime_seconds
             deadline = time.monotonic() + budget + DEADLINE_GRACE_SECONDS if budget else None
@@ -93,6 +105,8 @@ class _Job:
             while True:
                 message = channel.recv(timeout=0.25)
                 now = time.monotonic()
+                if watch.check(now):
+                    return self._limit_outcome(watch)
                 if message is None:
                     if self.ctx.cancel_event.is_set() and cancelled_at is None:
                         cancelled_at = now
@@ -110,16 +124,28 @@ class _Job:
                 elif kind == "call":
                     channel.send(self._answer(message))
                 elif kind == "done":
+                    if watch.check(force=True):  # a limit reached on the way (a subprocess the OOM killer ended)
+                        return self._limit_outcome(watch)
                     return AgentOutcome.model_validate(message.get("outcome") or {})
                 else:
                     raise StreamError(f"unexpected message {kind!r} from the agent side")
         except WireClosed as exc:
+            if watch is not None and watch.check(force=True):  # the task was ended by (or at) a limit
+                return self._limit_outcome(watch)
             if self.ctx.cancel_event.is_set():  # the run was being cancelled: no row, a rerun does it again
                 return AgentOutcome(stop_reason=StopReason.CANCELLED.value)
             return AgentOutcome(stop_reason=StopReason.AGENT_PROCESS_DIED.value,  # outside the agent: run again
                                 error=f"the agent's process died before it reported an outcome ({exc})")
         finally:
+            if watch is not None:
+                watch.close()
             channel.close()
+
+    def _limit_outcome(self, watch: TaskWatch) -> AgentOutcome:
+        hit = str(watch.hit)
+        label = STOP_REASONS[hit].replace("_", " ")  # "process limit", "cpu time limit", ...
+        return AgentOutcome(stop_reason=STOP_REASONS[hit], error=f"the task's agent processes reached their "
+                            f"{label} ({watch.limits.describe(hit)}): the task was ended")
 
     def _answer(self, message: dict[str, Any]) -> dict[str, Any]:
         call_id, method = message.get("id"), str(message.get("method"))
@@ -166,12 +192,15 @@ def run_split(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime, t
     writer.sync_at_end = False  # the result row's flush, right after, covers the trace
     writer.hold_status = True  # and the final status waits for the row (`seal_trace`)
     receiver = TraceReceiver(writer, lambda d: trusted_run_spec(ctx, task, d), ctx.experiment, task.public_summary(),
-                             reserved=frozenset(getattr(ctx.adapter, "scoring_event_kinds", ())))
+                             reserved=frozenset(getattr(ctx.adapter, "scoring_event_kinds", ())),
+                             limits=ctx.cfg.limits)
     conversation = _Job(ctx, task, runtime, receiver)
     runtime.trace_event = lambda kind, payload: writer.event(kind, "ACT", payload)  # scoring-side services' events
     started = time.monotonic()
     try:
         outcome = conversation.converse(agent_job(ctx, task, trial, runtime, writer.run_id))
+    except AssetQuotaExceeded as exc:
+        outcome = AgentOutcome(stop_reason=StopReason.ASSET_QUOTA.value, error=str(exc))
     except StreamError as exc:
         outcome = AgentOutcome(stop_reason=StopReason.ERROR.value, error=str(exc))
     try:
@@ -196,7 +225,7 @@ def run_split(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime, t
                        run_spec_ref=receiver.spec.fingerprint(), final_state=outcome.final_state)
     evaluation = verdict(result) if reason is not StopReason.CANCELLED else None
     ctx.record_closure(writer.run_dir)  # the snapshot's sources; never the closure the agent side reports
-    facts = RunFacts(model_calls=calls, model_responses=answered, isolation=ctx.isolation())
+    facts = RunFacts(model_calls=calls, model_responses=answered, isolation=ctx.isolation(), stop_reason=reason.value)
     checks = official_checks(receiver.spec, ctx.experiment, writer.integrity(), facts)
     receiver.finish(status, summary, checks, evaluation)
     result.official_run = all(c.passed for c in checks)

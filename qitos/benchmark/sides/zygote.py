@@ -4,19 +4,22 @@
 benchmark's recipes and the `--runner` module once, then waits on its control socket. Each job's
 socket arrives as a passed file descriptor; the host forks, and the child:
 
-1. gives itself a private mount namespace with an empty tmpfs on /tmp/work (its work dir, home and
-   TMPDIR), so no sibling job sees its files, and makes itself non-dumpable, so no sibling can read its memory
-   or /proc entries;
-2. drops every capability (the host keeps CAP_SYS_ADMIN in its own user namespace only for step 1)
-   and sets no_new_privs;
-3. reads its job, runs it (`agent.run_agent_job`) and exits.
+1. (task mode) enters a mount namespace of its own and becomes a subreaper (`task_ns`): `/tmp` (its work
+   dir, home and TMPDIR) and `/dev/shm` are fresh tmpfs mounts while `/`, `/dev` and the rest are read-only,
+   so no sibling job sees anything it writes, and what it starts stays in its process tree;
+2. says hello (the scoring side reads its pid from the socket's credentials and places the task's
+   processes under their limits), then reads its job;
+3. sets its per-process limits (file size, CPU time), makes itself non-dumpable, drops every capability
+   (the host keeps CAP_SYS_ADMIN in its own user namespace only for step 1) and sets no_new_privs;
+4. runs the job (`agent.run_agent_job`) and exits.
 
 The host never reads a job: tasks go straight to the child that runs them.
 
 `batch` mode trades that per-task freshness for throughput: the host gives up its privileges at once
 and runs each job on a thread of its own process, in a work dir of its own (`/tmp/work/<random>`),
-sharing one model client. Tasks of a batch can then reach each other's work dirs and memory (never
-gold, which is not in the process). The RunSpec records the mode.
+sharing one model client. Tasks of a batch can then reach each other's work dirs, files in /tmp and
+/dev/shm, and memory (never gold, which is not in the process), and no per-task limit on memory,
+processes, file size or CPU time applies (only the streamed-asset quotas). The RunSpec records the mode.
 """
 
 from __future__ import annotations
@@ -32,10 +35,9 @@ from pathlib import Path
 from typing import Any
 
 _libc = ctypes.CDLL(None, use_errno=True)
-CLONE_NEWNS = 0x00020000
-MS_REC, MS_PRIVATE = 0x4000, 1 << 18
 PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP = 4, 38, 24
 WORK = Path("/tmp/work")
+DONE_WAIT_SECONDS = 10.0
 
 
 class _CapHeader(ctypes.Structure):
@@ -53,12 +55,9 @@ def _check(result: int, what: str) -> None:
 
 
 def isolate_child(private_mounts: bool) -> None:
-    """Private /tmp, non-dumpable, no capabilities, no new privileges."""
+    """Non-dumpable, no capabilities (task mode: after `task_ns` set up the task's world), no new privileges."""
     _check(_libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
     if private_mounts:
-        _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-        _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
-        _check(_libc.mount(b"tmpfs", str(WORK).encode(), b"tmpfs", 0, b"mode=0700"), f"mount tmpfs {WORK}")
         for cap in range(64):
             if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == 22:  # EINVAL: past the last
                 break
@@ -67,11 +66,38 @@ def isolate_child(private_mounts: bool) -> None:
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
 
 
+def _hello(sock: socket.socket) -> None:
+    """The job's first byte: the scoring side reads this process's pid from its credentials (SO_PASSCRED) to
+    place the task's processes under their limits before it sends the job."""
+    sock.sendall(b"P")
+
+
+def _receive_job(sock: socket.socket) -> Any:
+    from .contract import AgentJob
+    from .wire import Channel
+
+    first = Channel(sock).recv()
+    if not first or first.get("t") != "job":
+        raise ConnectionError("the scoring side sent no job")
+    return AgentJob.model_validate(first["job"])
+
+
 def _child(sock: socket.socket, private_mounts: bool) -> int:
-    """A fresh process for one job: isolate it, then run the job in the private work dir."""
+    """A fresh process for one job: with private writable places (task mode), under its limits, without
+    privileges; then run the job in its work dir."""
+    from . import task_ns
+
     try:
+        _hello(sock)
+        if private_mounts:
+            task_ns.enter()
+        job = _receive_job(sock)
+        if private_mounts:
+            task_ns.private_world(int(job.limits.get("memory_bytes") or 1 << 30))
         isolate_child(private_mounts)
-    except OSError as exc:
+        if job.limits:
+            task_ns.set_rlimits(job.limits, memory_rlimit=bool(job.limits.get("rlimit_memory")))
+    except (OSError, ValueError) as exc:
         return _failed(sock, exc)
     import secrets
     import tempfile
@@ -85,7 +111,7 @@ def _child(sock: socket.socket, private_mounts: bool) -> int:
     tempfile.tempdir = None  # recomputed from TMPDIR
     os.chdir(workdir)
     try:
-        return _run_job(sock, workdir)
+        return _run_job(sock, job, workdir)
     finally:
         if workdir != WORK:
             import shutil
@@ -93,24 +119,20 @@ def _child(sock: socket.socket, private_mounts: bool) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _run_job(sock: socket.socket, workdir: Path) -> int:
+def _run_job(sock: socket.socket, job: Any, workdir: Path) -> int:
     from .agent import run_agent_job
-    from .contract import AgentJob
     from .wire import Channel
 
     channel = Channel(sock)
     link = None
     try:
-        first = channel.recv()
-        if not first or first.get("t") != "job":
-            return 2
-        job = AgentJob.model_validate(first["job"])
         outbox = _Outbox(channel)
         link = _Link(channel, outbox)
         link.start()
         outcome = run_agent_job(job, link, outbox.put, workdir, link.cancel)
         outbox.flush()
         channel.send({"t": "done", "outcome": outcome.model_dump(mode="json")})
+        link.wait_closed(DONE_WAIT_SECONDS)
         return 0
     except BaseException as exc:  # noqa: BLE001 - the scoring side records why the agent side failed
         return _failed(sock, exc)
@@ -142,7 +164,10 @@ def _pooled_job(sock: socket.socket) -> None:
     workdir = WORK / secrets.token_hex(16)
     workdir.mkdir(mode=0o700)
     try:
-        _run_job(sock, workdir)
+        _hello(sock)
+        _run_job(sock, _receive_job(sock), workdir)
+    except (OSError, ValueError) as exc:
+        _failed(sock, exc)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -218,6 +243,12 @@ class _Link:
             with self._ready:
                 self._closed = True
                 self._ready.notify_all()
+
+    def wait_closed(self, timeout: float) -> None:
+        """After `done`, stay until the scoring side closes the socket: it looks at the task's processes and
+        files (their limits) first, which must still be there."""
+        with self._ready:
+            self._ready.wait_for(lambda: self._closed, timeout)
 
     def call(self, method: str, payload: dict[str, Any] | None = None) -> Any:
         from .contract import AgentCallRefused
