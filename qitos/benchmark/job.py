@@ -149,7 +149,7 @@ class JobContext:
         from .sides.host import HostSettings, runner_root
 
         cfg = self.cfg
-        settings = HostSettings(network=not self.model_is_proxied() or self.adapter.agent_network(cfg.load),
+        settings = HostSettings(network=self.runner_brings_client() or self.adapter.agent_network(cfg.load),
                                 confine=os.environ.get("QITOS_AGENT_CONFINE", "1") != "0",
                                 processes=cfg.agent_processes or self.adapter.agent_processes)
         if cfg.runner:
@@ -166,18 +166,24 @@ class JobContext:
         settings.hidden = hidden_paths([cfg.load.data_dir, cfg.load.root, output, output.parent, cfg.trace_logdir])
         settings.hidden += [str(Path(f).resolve()) for f in _with_bytecode(self.adapter.scoring_side_sources())]
         key = os.environ.get(cfg.model.api_key_env)
-        if key and not self.model_is_proxied():
+        if key and self.runner_brings_client():
             settings.env[cfg.model.api_key_env] = key
         from .sides.host import WARM_CLIENT_MODULES
 
-        settings.warm = [type(self.adapter).__module__, *([] if self.model_is_proxied() else WARM_CLIENT_MODULES)]
+        settings.warm = [type(self.adapter).__module__, *(WARM_CLIENT_MODULES if self.runner_brings_client() else [])]
         return settings
 
     def model_is_proxied(self) -> bool:
-        """Models that live on the scoring side: the embedded model (one copy), scripted and replay models (they
-        read files the agent must not see)."""
+        """Every model of a split run lives on the scoring side, which calls it for the agent side and counts the
+        calls, answers, tokens and cost itself: an endpoint (its key and connection pool stay here), the embedded
+        model (one copy), scripted and replay models (they read files the agent must not see)."""
+        return self.recipe.needs_model
+
+    def runner_brings_client(self) -> bool:
+        """May a `--runner` call its OpenAI-compatible endpoint with a client of its own? It then gets the host's
+        network and the API key (its own calls are not counted: only those through QitOS's model client are)."""
         m = self.cfg.model
-        return self.recipe.needs_model and (m.embedded or m.stateful)
+        return bool(self.cfg.runner) and self.recipe.needs_model and not (m.embedded or m.stateful)
 
     def probe_model(self):
         if self._probe_model is None:
@@ -186,9 +192,26 @@ class JobContext:
 
     _probe_model: Any = None
     _closures: dict = dataclasses.field(default_factory=dict)
+    _named: dict = dataclasses.field(default_factory=dict)
 
     def job_model(self):
         return self.model_provider()
+
+    def named_model(self, name: str):
+        """An extra endpoint model the agent side asks for by name (`make_model(name)`), built here from the run's
+        model settings, once per name. Only endpoint models: a name that would read a file (`scripted:`, `replay:`,
+        `local:`) or start a server is refused."""
+        from .sides.contract import AgentCallRefused
+
+        cfg = self.cfg.model.model_copy(update={"model_name": name, "server": None})
+        from qitos.models.serve import server_kind
+
+        if cfg.embedded or cfg.stateful or server_kind(name) is not None:
+            raise AgentCallRefused(f"model '{name}' is not an endpoint model the scoring side calls for the agent")
+        with _HOST_LOCK:
+            if name not in self._named:
+                self._named[name] = cfg.build()
+            return self._named[name]
 
     def record_closure(self, run_dir: str | Path, files: list[str]) -> None:
         """Store the sources of the agent's import closure outside the environment in its trace."""

@@ -20,7 +20,7 @@ from qitos.models.base import ModelError, Usage
 from qitos.spec.official import RunFacts, official_checks
 from qitos.spec.provenance import environment_summary, package_version, qitos_checkout
 from qitos.spec.run_spec import RunSpec
-from qitos.trace.schema import RunSummary
+from qitos.trace.schema import RunSummary, TokenUsage
 from qitos.trace.writer import TraceWriter, new_run_id
 
 from ..base import TaskRuntime
@@ -67,7 +67,7 @@ def agent_job(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime | 
         run_id=run_id, task=task.model_copy(update={"metadata": task.public_summary()["metadata"]}), trial=trial,
         benchmark=cfg.benchmark, split=cfg.load.split, subset=cfg.load.subset, variant=cfg.load.variant,
         recipe=None if cfg.runner else ctx.recipe.name, runner=cfg.runner, options=cfg.recipe_options(),
-        model=cfg.model.model_dump(mode="json"), proxied_model=proxied, env=spec,
+        model={} if proxied else cfg.model.model_dump(mode="json"), proxied_model=proxied, env=spec,
         handles=adapter.agent_handles(task, runtime) if runtime is not None else {}, files=shipped,
         parse_error_limit=cfg.parse_error_limit, tool_error_limit=cfg.tool_error_limit, seed=cfg.model.seed,
         executor=cfg.executor, describe_only=describe_only)
@@ -82,6 +82,7 @@ class _Job:
         self.model = ctx.job_model() if ctx.model_is_proxied() else None
         self.model_calls = 0  # completions the agent asked the scoring side for
         self.model_responses = 0  # those the model answered
+        self.usage, self.cost = Usage(), 0.0  # of the answers, as the model reported them to this side
 
     def converse(self, job: AgentJob) -> AgentOutcome:
         channel = self.ctx.agent_host().open_job()
@@ -138,19 +139,39 @@ class _Job:
             return {"t": "reply", "id": call_id, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
 
     def _complete(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """Call the model for the agent side and count the call, its answer, tokens and cost here: these, not the
+        agent side's streamed events, are the run's model facts. Each call is also written to the trace by this
+        side (a `model_call` event after the agent side's `model_request`)."""
         if self.model is None:
             raise AgentCallRefused("the agent's model is not served by the scoring side")
+        name = payload.get("model")
+        model = self.ctx.named_model(str(name)) if name and name != self.model.name else self.model
         events: list[dict[str, Any]] = []
         params = payload.get("params") if isinstance(payload.get("params"), dict) else {}
+        messages, tools = payload.get("messages"), payload.get("tools")
+        if not isinstance(messages, list) or not (tools is None or isinstance(tools, list)):
+            raise AgentCallRefused("model.complete takes a list of messages and a list of tools (or none)")
         self.model_calls += 1
         try:
-            response = self.model.complete(list(payload.get("messages") or []), payload.get("tools"),
-                                           on_event=lambda kind, data: events.append({"kind": kind, "payload": data}),
-                                           **params)
+            response = model.complete(messages, tools,
+                                      on_event=lambda kind, data: events.append({"kind": kind, "payload": data}),
+                                      **params)
         except ModelError as exc:
+            self._record({"model": model.name, "ok": False, "error": str(exc)[:300]})
             return {"error": str(exc), "events": events}
         self.model_responses += 1
-        return {"response": response.model_dump(mode="json"), "events": events}
+        self.usage = self.usage + response.usage
+        self.cost = None if (self.cost is None or response.cost is None) else self.cost + response.cost
+        self._record({"model": response.model or model.name, "ok": True, "usage": response.usage.model_dump(),
+                      "cost": response.cost, "latency_seconds": response.latency_seconds,
+                      "attempt": response.attempt})
+        return {"response": response.model_dump(mode="json", exclude={"raw"}), "events": events}
+
+    def _record(self, payload: dict[str, Any]) -> None:
+        if self.receiver is not None:
+            self.receiver.w.event("model_call", "DECIDE", {**payload, "calls": self.model_calls,
+                                                          "answered": self.model_responses},
+                                  ok=bool(payload.get("ok")), error=payload.get("error"))
 
 
 def describe_agent(ctx: "JobContext", task: Task, runtime: TaskRuntime | None) -> AgentOutcome:
@@ -180,10 +201,14 @@ def run_split(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime, t
     status = run_status(reason)  # from the stop reason, whatever status the agent side wrote
     summary = summary.model_copy(update={"stop_reason": reason.value, "failure_report": summary.failure_report
                                          or outcome.failure or ({"message": outcome.error} if outcome.error else None)})
+    if ctx.model_is_proxied():  # tokens and cost of the calls this side made, whatever the agent side counted
+        summary.token_usage = TokenUsage(**conversation.usage.model_dump())
+        summary.cost = conversation.cost
     if summary.latency_seconds == 0:
         summary.latency_seconds = round(time.monotonic() - started, 6)
     if receiver.spec is None:
         receiver.spec = trusted_run_spec(ctx, task, outcome.description or {})
+    # a model this side serves: its own counts; otherwise (a recipe that calls no model) the streamed events
     calls, answered = ((conversation.model_calls, conversation.model_responses) if ctx.model_is_proxied()
                        else (max(receiver.model_requests, receiver.model_responses), receiver.model_responses))
     usage = Usage(**summary.token_usage.model_dump())
