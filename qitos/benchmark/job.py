@@ -149,9 +149,10 @@ class JobContext:
         from .sides.host import HostSettings, runner_root
 
         cfg = self.cfg
-        settings = HostSettings(network=self.runner_brings_client() or self.adapter.agent_network(cfg.load),
+        own_client = self.runner_brings_client() and not self.model_relayed()  # then the runner needs the host's
+        settings = HostSettings(network=own_client or self.adapter.agent_network(cfg.load),
                                 confine=os.environ.get("QITOS_AGENT_CONFINE", "1") != "0",
-                                processes=cfg.agent_processes or self.adapter.agent_processes)
+                                processes=self.agent_processes_setting())
         if cfg.runner:
             root, _ = runner_root(cfg.runner)
             if root:
@@ -166,7 +167,7 @@ class JobContext:
         settings.hidden = hidden_paths([cfg.load.data_dir, cfg.load.root, output, output.parent, cfg.trace_logdir])
         settings.hidden += [str(Path(f).resolve()) for f in _with_bytecode(self.adapter.scoring_side_sources())]
         key = os.environ.get(cfg.model.api_key_env)
-        if key and self.runner_brings_client():
+        if key and own_client:
             settings.env[cfg.model.api_key_env] = key
         from .sides.host import WARM_CLIENT_MODULES
 
@@ -180,10 +181,20 @@ class JobContext:
         return self.recipe.needs_model
 
     def runner_brings_client(self) -> bool:
-        """May a `--runner` call its OpenAI-compatible endpoint with a client of its own? It then gets the host's
-        network and the API key (its own calls are not counted: only those through QitOS's model client are)."""
+        """May a `--runner` call its OpenAI-compatible endpoint with a client of its own? (Its module is imported
+        only on the agent side, so the scoring side cannot tell: any runner with an endpoint model may.)"""
         m = self.cfg.model
         return bool(self.cfg.runner) and self.recipe.needs_model and not (m.embedded or m.stateful)
+
+    def model_relayed(self) -> bool:
+        """Is the runner's own client relayed (`sides/relay.py`: a loopback endpoint in its process, the calls
+        made and counted here)? With a fresh agent process per task; in `batch` mode its tasks would share one
+        environment, so the runner gets the host's network and the API key instead, and its own calls are not
+        counted."""
+        return self.runner_brings_client() and self.agent_processes_setting() != "batch"
+
+    def agent_processes_setting(self) -> str:
+        return self.cfg.agent_processes or self.adapter.agent_processes
 
     def probe_model(self):
         if self._probe_model is None:

@@ -133,5 +133,69 @@ def test_a_recipe_host_gets_neither_network_nor_key_and_a_runner_keeps_its_clien
     assert "sk-never-in-the-agent-host" not in recipe_host.env.values()
     assert "openai" not in recipe_host.warm  # no HTTP client stack in the agent host
     # a --runner may bring its own OpenAI-compatible client: network and key, its own calls not counted
-    proxied, runner_host = settings(runner="tests.tau_bench.runners:say_hi")
+    proxied, runner_host = settings(runner="tests.tau_bench.runners:say_hi")  # jsonl: batch mode, no relay
     assert proxied and runner_host.network is True and runner_host.env.get("OPENAI_API_KEY")
+    proxied, relayed_host = settings(runner="tests.tau_bench.runners:say_hi", agent_processes="task")
+    assert proxied and relayed_host.network is False
+    assert "sk-never-in-the-agent-host" not in relayed_host.env.values()
+
+
+OWN_CLIENT = '''
+import json
+import os
+import socket
+
+from qitos.core import AgentModule, Decision
+
+
+class OwnClient(AgentModule):
+    """Brings its own OpenAI client (configured by the environment) and tries the endpoint directly too."""
+
+    name = "own-client"
+
+    def decide(self, task, state):
+        import openai
+
+        reply = openai.OpenAI().chat.completions.create(
+            model="gpt-x", messages=[{"role": "user", "content": task.objective}])
+        try:
+            socket.create_connection(("127.0.0.1", PORT), timeout=2).close()
+            direct = "reached"
+        except OSError as exc:
+            direct = f"unreachable: {exc}"
+        return Decision.final(json.dumps({"text": reply.choices[0].message.content, "direct": direct,
+                                          "tokens": reply.usage.total_tokens,
+                                          "base_url": os.environ.get("OPENAI_BASE_URL"),
+                                          "key": os.environ.get("OPENAI_API_KEY")}))
+
+
+def build(ctx):
+    return OwnClient(tools=[], system_prompt="Answer briefly.")
+'''
+
+
+def test_a_runner_with_its_own_client_is_relayed_and_counted(tmp_path: Path) -> None:
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 2)
+    folder = tmp_path / "agent"
+    folder.mkdir()
+    with OpenAIServer(default=lambda body: Reply(text="relayed", prompt_tokens=11, completion_tokens=2)) as server:
+        (folder / "own_client_agent.py").write_text(OWN_CLIENT.replace("PORT", str(server.port)))
+        done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "own_client_agent:build",
+                   "--agent-processes", "task", "--model-name", "gpt-x", "--base-url", server.base_url,
+                   "--output", tmp_path / "r.jsonl", "--trace-logdir", tmp_path / "runs", cwd=folder,
+                   env={"OPENAI_API_KEY": "sk-relay-real"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = rows(tmp_path / "r.jsonl")
+    assert len(out) == 2 and len(server.requests) == 2  # one call per task, made by the scoring side
+    assert all(r["headers"].get("authorization") == "Bearer sk-relay-real" for r in server.requests)
+    for row in out:
+        seen = json.loads(row["prediction"])
+        assert seen["text"] == "relayed" and seen["tokens"] == 13, seen
+        assert seen["base_url"].startswith("http://127.0.0.1:") and seen["key"].startswith("qitos-relay-"), seen
+        assert row["token_usage"]["prompt_tokens"] == 11 and row["token_usage"]["total_tokens"] == 13
+        checks = {c["check"]: c for c in _manifest(row)["official_checks"]}
+        assert checks["model_called"]["passed"] and checks["model_answered"]["passed"], checks
+        if checks["agent_isolated"]["passed"]:  # confined: the endpoint is out of reach but through the relay
+            assert seen["direct"].startswith("unreachable"), seen
+            assert "network off" in checks["agent_isolated"]["detail"]
+        assert [e["kind"] for e in _events(row)].count("model_call") == 1

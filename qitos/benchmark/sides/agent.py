@@ -211,6 +211,11 @@ def run_agent_job(job: AgentJob, link: ScoringLink, send: Callable[[dict[str, An
     load = LoadOptions(data_dir=workdir / ".no-data", split=job.split, subset=job.subset, variant=job.variant,
                        options=job.options)
     model = _model(job, link, recipe)
+    relay = None
+    if job.model_relay and not job.describe_only:  # before the agent is built: its client reads the environment
+        from .relay import ModelRelay
+
+        relay = ModelRelay(link).start()
     ctx = RecipeContext(task=job.task, runtime=runtime, load=load, options=dict(job.options),
                         make_model=lambda name=None: model if name is None else _named_model(job, link, name))
     agent = recipe.build(ctx)
@@ -225,6 +230,8 @@ def run_agent_job(job: AgentJob, link: ScoringLink, send: Callable[[dict[str, An
         result = engine.run(job.task)  # takes the environment's final state, then closes it
     finally:
         _close(runtime)
+        if relay is not None:
+            relay.close()
     return AgentOutcome(stop_reason=result.stop_reason.value, final_answer=result.final_answer, steps=result.steps,
                         error=result.error, final_state=result.final_state, closure=module_files())
 

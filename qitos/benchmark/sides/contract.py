@@ -65,6 +65,7 @@ class AgentJob(BaseModel):
     seed: int | None = 0
     executor: str = "local"
     describe_only: bool = False  # build the agent, report its description, do not run
+    model_relay: bool = False  # serve the runner's own OpenAI-compatible client on loopback (sides/relay.py)
 
 
 class AgentOutcome(BaseModel):

@@ -70,7 +70,7 @@ def agent_job(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime | 
         model={} if proxied else cfg.model.model_dump(mode="json"), proxied_model=proxied, env=spec,
         handles=adapter.agent_handles(task, runtime) if runtime is not None else {}, files=shipped,
         parse_error_limit=cfg.parse_error_limit, tool_error_limit=cfg.tool_error_limit, seed=cfg.model.seed,
-        executor=cfg.executor, describe_only=describe_only)
+        executor=cfg.executor, describe_only=describe_only, model_relay=ctx.model_relayed())
 
 
 class _Job:
@@ -128,6 +128,8 @@ class _Job:
         try:
             if method == "model.complete":
                 value = self._complete(payload)
+            elif method == "model.http":
+                value = self._relay(payload)
             elif self.runtime is None:
                 raise AgentCallRefused(f"no scoring-side service '{method}' while describing the agent")
             else:
@@ -159,13 +161,39 @@ class _Job:
         except ModelError as exc:
             self._record({"model": model.name, "ok": False, "error": str(exc)[:300]})
             return {"error": str(exc), "events": events}
+        self._answered(response, model.name)
+        return {"response": response.model_dump(mode="json", exclude={"raw"}), "events": events}
+
+    def _relay(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """A `--runner`'s own client's request (`relay.py`), sent to the endpoint as it is with this side's key
+        and client; counted like `_complete`. The endpoint's reply (or error) goes back as it is."""
+        if self.model is None or not self.ctx.model_relayed():
+            raise AgentCallRefused("this run relays no model calls")
+        body = payload.get("body")
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            raise AgentCallRefused("a chat completion request needs a list of messages")
+        if body.get("stream"):
+            raise AgentCallRefused("streamed completions are not relayed: call with stream=False")
+        self.model_calls += 1
+        started = time.perf_counter()
+        try:
+            raw = self.model._create(body)
+        except Exception as exc:  # noqa: BLE001 - the endpoint's failure is the agent's observation
+            status, answer = getattr(exc, "status_code", None), getattr(exc, "response", None)
+            error = f"{type(exc).__name__}: {str(exc)[:300]}"
+            self._record({"model": str(body.get("model")), "ok": False, "error": error})
+            return {"status": status or 502,
+                    "body": answer.text if answer is not None else {"error": {"message": error}}}
+        self._answered(self.model._to_response(raw, time.perf_counter() - started, 1), str(body.get("model")))
+        return {"status": 200, "body": raw}
+
+    def _answered(self, response: Any, name: str) -> None:
         self.model_responses += 1
         self.usage = self.usage + response.usage
         self.cost = None if (self.cost is None or response.cost is None) else self.cost + response.cost
-        self._record({"model": response.model or model.name, "ok": True, "usage": response.usage.model_dump(),
+        self._record({"model": response.model or name, "ok": True, "usage": response.usage.model_dump(),
                       "cost": response.cost, "latency_seconds": response.latency_seconds,
                       "attempt": response.attempt})
-        return {"response": response.model_dump(mode="json", exclude={"raw"}), "events": events}
 
     def _record(self, payload: dict[str, Any]) -> None:
         if self.receiver is not None:
