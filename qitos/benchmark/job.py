@@ -175,9 +175,8 @@ class JobContext:
         return settings
 
     def model_is_proxied(self) -> bool:
-        """Every model of a split run lives on the scoring side, which calls it for the agent side and counts the
-        calls, answers, tokens and cost itself: an endpoint (its key and connection pool stay here), the embedded
-        model (one copy), scripted and replay models (they read files the agent must not see)."""
+        """Every model of a split run is called here for the agent side, which counts calls, answers, tokens and
+        cost itself (docs/security.md, "Model calls and the network")."""
         return self.recipe.needs_model
 
     def runner_brings_client(self) -> bool:
@@ -187,10 +186,8 @@ class JobContext:
         return bool(self.cfg.runner) and self.recipe.needs_model and not (m.embedded or m.stateful)
 
     def model_relayed(self) -> bool:
-        """Is the runner's own client relayed (`sides/relay.py`: a loopback endpoint in its process, the calls
-        made and counted here)? With a fresh agent process per task; in `batch` mode its tasks would share one
-        environment, so the runner gets the host's network and the API key instead, and its own calls are not
-        counted."""
+        """Is the runner's own client relayed (`sides/relay.py`)? Needs a process per task; in `batch` mode the
+        runner gets the host's network and the API key instead, and its own calls are not counted."""
         return self.runner_brings_client() and self.agent_processes_setting() != "batch"
 
     def agent_processes_setting(self) -> str:
@@ -209,13 +206,13 @@ class JobContext:
         return self.model_provider()
 
     def named_model(self, name: str):
-        """An extra endpoint model the agent side asks for by name (`make_model(name)`), built here from the run's
-        model settings, once per name. Only endpoint models: a name that would read a file (`scripted:`, `replay:`,
-        `local:`) or start a server is refused."""
+        """An extra endpoint model the agent side asks for by name (`make_model(name)`), built once per name; a
+        name that would read a file (`scripted:`, `replay:`, `local:`) or start a server is refused."""
+        from qitos.models.serve import server_kind
+
         from .sides.contract import AgentCallRefused
 
         cfg = self.cfg.model.model_copy(update={"model_name": name, "server": None})
-        from qitos.models.serve import server_kind
 
         if cfg.embedded or cfg.stateful or server_kind(name) is not None:
             raise AgentCallRefused(f"model '{name}' is not an endpoint model the scoring side calls for the agent")

@@ -212,10 +212,19 @@ def run_agent_job(job: AgentJob, link: ScoringLink, send: Callable[[dict[str, An
                        options=job.options)
     model = _model(job, link, recipe)
     relay = None
-    if job.model_relay and not job.describe_only:  # before the agent is built: its client reads the environment
+    if job.model_relay:  # before the agent is built: a client it makes reads the environment
         from .relay import ModelRelay
 
         relay = ModelRelay(link).start()
+    try:
+        return _run(job, recipe, runtime, load, model, link, send, workdir, cancel)
+    finally:
+        if relay is not None:
+            relay.close()
+
+
+def _run(job: AgentJob, recipe: Recipe, runtime: TaskRuntime, load: LoadOptions, model: Any, link: ScoringLink,
+         send: Callable[[dict[str, Any]], None], workdir: Path, cancel: threading.Event) -> AgentOutcome:
     ctx = RecipeContext(task=job.task, runtime=runtime, load=load, options=dict(job.options),
                         make_model=lambda name=None: model if name is None else _named_model(job, link, name))
     agent = recipe.build(ctx)
@@ -230,8 +239,6 @@ def run_agent_job(job: AgentJob, link: ScoringLink, send: Callable[[dict[str, An
         result = engine.run(job.task)  # takes the environment's final state, then closes it
     finally:
         _close(runtime)
-        if relay is not None:
-            relay.close()
     return AgentOutcome(stop_reason=result.stop_reason.value, final_answer=result.final_answer, steps=result.steps,
                         error=result.error, final_state=result.final_state, closure=module_files())
 

@@ -54,11 +54,17 @@ class ModelRelay:
         self.server.server_close()
 
     def handle(self, request: BaseHTTPRequestHandler) -> None:
-        size = int(request.headers.get("content-length") or 0)
+        try:
+            size = int(request.headers.get("content-length") or 0)
+        except ValueError:
+            size = 0
         if request.headers.get("authorization") != f"Bearer {self.token}":
             return _reply(request, 401, {"error": {"message": "not this job's relay token"}})
-        if not request.path.rstrip("/").endswith("/chat/completions") or not 0 < size <= MAX_BODY_BYTES:
+        if not request.path.rstrip("/").endswith("/chat/completions"):
             return _reply(request, 404, {"error": {"message": "the relay serves POST /v1/chat/completions only"}})
+        if not 0 < size <= MAX_BODY_BYTES:
+            return _reply(request, 400, {"error": {"message": f"a request needs a Content-Length of 1 to "
+                                                              f"{MAX_BODY_BYTES} bytes"}})
         try:
             body = json.loads(request.rfile.read(size))
         except ValueError:
