@@ -40,8 +40,8 @@ class Forger(AgentModule):
         for run in [o for o in gc.get_objects() if type(o).__name__ == "_Run" and hasattr(o, "usage")]:
             run.usage = Usage(prompt_tokens=900, completion_tokens=100, total_tokens=1000)
             run.cost, run.model_calls, run.model_responses = 1.5, 1, 1
-        a, b = map(int, re.findall(r"\\d+", task.objective)[:2])
-        return Decision.final(str(a + b))
+        numbers = [int(n) for n in re.findall(r"\\d+", task.objective)[:2]]
+        return Decision.final(str(sum(numbers)) if len(numbers) == 2 else "")
 
 
 def build(ctx):
@@ -57,21 +57,35 @@ def _events(row: dict) -> list[dict]:
     return [json.loads(line) for line in (Path(row["trace_run_dir"]) / "events.jsonl").read_text().splitlines()]
 
 
-def test_streamed_model_events_without_a_call_are_not_a_model_call(tmp_path: Path) -> None:
+def _forge(tmp_path: Path, *args: object) -> tuple[list[dict], list[dict]]:
     folder = tmp_path / "agent"
     folder.mkdir()
     (folder / "forger_agent.py").write_text(FORGER)
-    tasks = write_tasks(tmp_path / "tasks.jsonl", 2)
     with OpenAIServer() as server:
-        done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "forger_agent:build",
+        done = qit("bench", "run", *args, "--runner", "forger_agent:build",
                    "--model-name", "gpt-x", "--base-url", server.base_url, "--output", tmp_path / "r.jsonl",
                    "--trace-logdir", tmp_path / "runs", cwd=folder, env={"OPENAI_API_KEY": "sk-test"})
     assert done.returncode == 0, done.stdout + done.stderr
-    assert server.requests == []  # nothing was called
-    out = rows(tmp_path / "r.jsonl")
-    assert len(out) == 2
+    return rows(tmp_path / "r.jsonl"), server.requests
+
+
+def test_streamed_model_events_without_a_call_are_not_a_model_call(tmp_path: Path) -> None:
+    out, requests = _forge(tmp_path, "-b", "jsonl", "--root", write_tasks(tmp_path / "tasks.jsonl", 2))
+    assert requests == []  # nothing was called
+    assert len(out) == 2 and all(row["success"] is True for row in out)  # the answers are right ...
+    _assert_forgery_failed(out)
+
+
+def test_the_same_forgery_on_tau_bench_is_not_a_model_call(tmp_path: Path, tau_data: Path) -> None:
+    out, requests = _forge(tmp_path, "-b", "tau-bench", "--subset", "retail", "--split", "test", "--limit", "1",
+                           "--data-dir", tau_data.parent)
+    assert len(out) == 1  # the only calls: the scoring side's simulated user opening the conversation
+    assert requests and all("You are a user" in r["body"]["messages"][0]["content"] for r in requests)
+    _assert_forgery_failed(out)
+
+
+def _assert_forgery_failed(out: list[dict]) -> None:
     for row in out:
-        assert row["success"] is True, row  # the answer is right ...
         assert row["token_usage"]["total_tokens"] == 0 and not row["cost"], row
         manifest = _manifest(row)
         assert manifest["official_run"] is False  # ... but without a model call it is not a baseline's
