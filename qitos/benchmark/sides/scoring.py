@@ -9,6 +9,8 @@ reach. The returned outcome (answer, the environment's final state) is what the 
 from __future__ import annotations
 
 import base64
+import queue
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,6 +75,36 @@ def agent_job(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime | 
         executor=cfg.executor, describe_only=describe_only, model_relay=ctx.model_relayed())
 
 
+class _ModelCalls:
+    """Where model calls are answered: reused daemon threads, one per call in flight, so a job's loop keeps
+    watching for a cancel and its deadline while the endpoint works (and a hung endpoint never delays exit)."""
+
+    def __init__(self) -> None:
+        self._work: queue.SimpleQueue = queue.SimpleQueue()
+        self._idle, self._lock = 0, threading.Lock()
+
+    def submit(self, fn: Any) -> None:
+        with self._lock:
+            spawn = self._idle == 0
+            self._idle -= 0 if spawn else 1
+        if spawn:
+            threading.Thread(target=self._serve, name="qitos-model-call", daemon=True).start()
+        self._work.put(fn)
+
+    def _serve(self) -> None:
+        while True:
+            fn = self._work.get()
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - `_reply` answers every failure itself
+                pass
+            with self._lock:
+                self._idle += 1
+
+
+MODEL_CALLS = _ModelCalls()
+
+
 class _Job:
     """One job's conversation with its agent child."""
 
@@ -83,6 +115,7 @@ class _Job:
         self.model_calls = 0  # completions the agent asked the scoring side for
         self.model_responses = 0  # those the model answered
         self.usage, self.cost = Usage(), 0.0  # of the answers, as the model reported them to this side
+        self.lock = threading.Lock()  # the trace and the counts, written by this job's loop and its model calls
 
     def converse(self, job: AgentJob) -> AgentOutcome:
         channel = self.ctx.agent_host().open_job()
@@ -106,8 +139,11 @@ class _Job:
                     continue
                 kind = message.get("t")
                 if kind == "ops" and self.receiver is not None:
-                    for op in message.get("ops") or []:
-                        self.receiver.apply(op if isinstance(op, dict) else {})
+                    with self.lock:
+                        for op in message.get("ops") or []:
+                            self.receiver.apply(op if isinstance(op, dict) else {})
+                elif kind == "call" and str(message.get("method")).startswith("model.") and self.model is not None:
+                    MODEL_CALLS.submit(lambda call=message: self._reply(channel, call))  # this loop keeps watching
                 elif kind == "call":
                     channel.send(self._answer(message))
                 elif kind == "done":
@@ -121,6 +157,12 @@ class _Job:
                                 error=f"the agent side ended without an outcome ({exc})")
         finally:
             channel.close()
+
+    def _reply(self, channel: Any, message: dict[str, Any]) -> None:
+        try:
+            channel.send(self._answer(message))
+        except OSError:  # the job ended (cancelled, past its deadline) while its model worked
+            pass
 
     def _answer(self, message: dict[str, Any]) -> dict[str, Any]:
         call_id, method = message.get("id"), str(message.get("method"))
@@ -153,7 +195,8 @@ class _Job:
         messages, tools = payload.get("messages"), payload.get("tools")
         if not isinstance(messages, list) or not (tools is None or isinstance(tools, list)):
             raise AgentCallRefused("model.complete takes a list of messages and a list of tools (or none)")
-        self.model_calls += 1
+        with self.lock:
+            self.model_calls += 1
         try:
             response = model.complete(messages, tools,
                                       on_event=lambda kind, data: events.append({"kind": kind, "payload": data}),
@@ -174,7 +217,8 @@ class _Job:
             raise AgentCallRefused("a chat completion request needs a list of messages")
         if body.get("stream"):
             raise AgentCallRefused("streamed completions are not relayed: call with stream=False")
-        self.model_calls += 1
+        with self.lock:
+            self.model_calls += 1
         started = time.perf_counter()
         try:
             raw = self.model._create(body)
@@ -188,18 +232,20 @@ class _Job:
         return {"status": 200, "body": raw}
 
     def _answered(self, response: Any, name: str) -> None:
-        self.model_responses += 1
-        self.usage = self.usage + response.usage
-        self.cost = None if (self.cost is None or response.cost is None) else self.cost + response.cost
+        with self.lock:
+            self.model_responses += 1
+            self.usage = self.usage + response.usage
+            self.cost = None if (self.cost is None or response.cost is None) else self.cost + response.cost
         self._record({"model": response.model or name, "ok": True, "usage": response.usage.model_dump(),
                       "cost": response.cost, "latency_seconds": response.latency_seconds,
                       "attempt": response.attempt})
 
     def _record(self, payload: dict[str, Any]) -> None:
         if self.receiver is not None:
-            self.receiver.w.event("model_call", "DECIDE", {**payload, "calls": self.model_calls,
-                                                          "answered": self.model_responses},
-                                  ok=bool(payload.get("ok")), error=payload.get("error"))
+            with self.lock:
+                self.receiver.w.event("model_call", "DECIDE", {**payload, "calls": self.model_calls,
+                                                              "answered": self.model_responses},
+                                      ok=bool(payload.get("ok")), error=payload.get("error"))
 
 
 def describe_agent(ctx: "JobContext", task: Task, runtime: TaskRuntime | None) -> AgentOutcome:
@@ -249,6 +295,7 @@ def run_split(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime, t
     ctx.record_closure(writer.run_dir, outcome.closure)
     facts = RunFacts(model_calls=calls, model_responses=answered, isolation=ctx.isolation())
     checks = official_checks(receiver.spec, ctx.experiment, writer.integrity(), facts)
-    receiver.finish(status, summary, checks, evaluation)
+    with conversation.lock:  # a model call still in flight (cancelled, past the deadline) writes nothing after this
+        receiver.finish(status, summary, checks, evaluation)
     result.official_run = all(c.passed for c in checks)
     return result
