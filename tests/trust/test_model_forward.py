@@ -177,7 +177,23 @@ class OwnClient(AgentModule):
             direct = "reached"
         except OSError as exc:
             direct = f"unreachable: {exc}"
+        import urllib.error
+        import urllib.request
+
+        forged = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=b'{"messages": []}',
+                                        headers={"Authorization": "Bearer a-sibling", "Content-Type": "application/json"})
+        try:
+            wrong_token = urllib.request.urlopen(forged, timeout=10).status
+        except urllib.error.HTTPError as exc:
+            wrong_token = exc.code
+        try:
+            openai.OpenAI(max_retries=0).chat.completions.create(
+                model="gpt-x", messages=[{"role": "user", "content": "hi"}], stream=True)
+            streamed = "served"
+        except openai.BadRequestError as exc:
+            streamed = str(exc)
         return Decision.final(json.dumps({"text": reply.choices[0].message.content, "direct": direct,
+                                          "wrong_token": wrong_token, "streamed": streamed,
                                           "tokens": reply.usage.total_tokens,
                                           "base_url": os.environ.get("OPENAI_BASE_URL"),
                                           "key": os.environ.get("OPENAI_API_KEY")}))
@@ -205,6 +221,7 @@ def test_a_runner_with_its_own_client_is_relayed_and_counted(tmp_path: Path) -> 
     for row in out:
         seen = json.loads(row["prediction"])
         assert seen["text"] == "relayed" and seen["tokens"] == 13, seen
+        assert seen["wrong_token"] == 401 and "stream=False" in seen["streamed"], seen  # neither reached the server
         assert seen["base_url"].startswith("http://127.0.0.1:") and seen["key"].startswith("qitos-relay-"), seen
         assert row["token_usage"]["prompt_tokens"] == 11 and row["token_usage"]["total_tokens"] == 13
         checks = {c["check"]: c for c in _manifest(row)["official_checks"]}
