@@ -205,7 +205,7 @@ class _Job:
             self._record({"model": model.name, "ok": False, "error": str(exc)[:300]})
             return {"error": str(exc), "events": events}
         self._answered(response, model.name)
-        return {"response": response.model_dump(mode="json", exclude={"raw"}), "events": events}
+        return {"response": response.model_dump(mode="json"), "events": events}  # `raw` too: recipes echo it
 
     def _relay(self, payload: dict[str, Any]) -> dict[str, Any]:
         """A `--runner`'s own client's request (`relay.py`), sent to the endpoint as it is with this side's key
