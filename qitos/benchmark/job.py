@@ -15,7 +15,7 @@ import sys
 import tempfile
 import threading
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -150,9 +150,10 @@ class JobContext:
         from .sides.host import HostSettings, runner_root
 
         cfg = self.cfg
-        settings = HostSettings(network=not self.model_is_proxied() or self.adapter.agent_network(cfg.load),
+        own_client = self.runner_brings_client() and not self.model_relayed()  # then the runner needs the host's
+        settings = HostSettings(network=own_client or self.adapter.agent_network(cfg.load),
                                 confine=os.environ.get("QITOS_AGENT_CONFINE", "1") != "0",
-                                processes=cfg.agent_processes or self.adapter.agent_processes)
+                                processes=self.agent_processes_setting())
         if cfg.runner:
             root, _ = runner_root(cfg.runner)
             snapshot = self.runner_snapshot()
@@ -171,18 +172,31 @@ class JobContext:
         settings.hidden = hidden_paths([cfg.load.data_dir, cfg.load.root, output, output.parent, cfg.trace_logdir])
         settings.hidden += [str(Path(f).resolve()) for f in _with_bytecode(self.adapter.scoring_side_sources())]
         key = os.environ.get(cfg.model.api_key_env)
-        if key and not self.model_is_proxied():
+        if key and own_client:
             settings.env[cfg.model.api_key_env] = key
         from .sides.host import WARM_CLIENT_MODULES
 
-        settings.warm = [type(self.adapter).__module__, *([] if self.model_is_proxied() else WARM_CLIENT_MODULES)]
+        settings.warm = [type(self.adapter).__module__, *(WARM_CLIENT_MODULES if self.runner_brings_client() else [])]
         return settings
 
     def model_is_proxied(self) -> bool:
-        """Models that live on the scoring side: the embedded model (one copy), scripted and replay models (they
-        read files the agent must not see)."""
+        """Every model of a split run is called here for the agent side, which counts calls, answers, tokens and
+        cost itself (docs/security.md, "Model calls and the network")."""
+        return self.recipe.needs_model
+
+    def runner_brings_client(self) -> bool:
+        """May a `--runner` call its OpenAI-compatible endpoint with a client of its own? (Its module is imported
+        only on the agent side, so the scoring side cannot tell: any runner with an endpoint model may.)"""
         m = self.cfg.model
-        return self.recipe.needs_model and (m.embedded or m.stateful)
+        return bool(self.cfg.runner) and self.recipe.needs_model and not (m.embedded or m.stateful)
+
+    def model_relayed(self) -> bool:
+        """Is the runner's own client relayed (`sides/relay.py`)? Needs a process per task; in `batch` mode the
+        runner gets the host's network and the API key instead, and its own calls are not counted."""
+        return self.runner_brings_client() and self.agent_processes_setting() != "batch"
+
+    def agent_processes_setting(self) -> str:
+        return self.cfg.agent_processes or self.adapter.agent_processes
 
     def probe_model(self):
         if self._probe_model is None:
@@ -190,9 +204,26 @@ class JobContext:
         return self._probe_model
 
     _probe_model: Any = None
+    _named: dict = field(default_factory=dict)
 
     def job_model(self):
         return self.model_provider()
+
+    def named_model(self, name: str):
+        """An extra endpoint model the agent side asks for by name (`make_model(name)`), built once per name; a
+        name that would read a file (`scripted:`, `replay:`, `local:`) or start a server is refused."""
+        from qitos.models.serve import server_kind
+
+        from .sides.contract import AgentCallRefused
+
+        cfg = self.cfg.model.model_copy(update={"model_name": name, "server": None})
+
+        if cfg.embedded or cfg.stateful or server_kind(name) is not None:
+            raise AgentCallRefused(f"model '{name}' is not an endpoint model the scoring side calls for the agent")
+        with _HOST_LOCK:
+            if name not in self._named:
+                self._named[name] = cfg.build()
+            return self._named[name]
 
     def runner_snapshot(self):
         """The `--runner`'s import root copied and identified here (`code_snapshot`), once per batch, before the

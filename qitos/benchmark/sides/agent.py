@@ -84,16 +84,21 @@ class StreamWriter:
 
 
 class ChannelModel:
-    """A model served by the scoring side (embedded, scripted, replay): each completion is one call across."""
+    """The agent side's model: served by the scoring side (an endpoint, the embedded model, scripted, replay), each
+    completion one call across. The scoring side holds the client, its key and its connection pool, and counts
+    the calls, answers, tokens and cost itself. `named`: an extra endpoint model the agent asked for by name."""
 
     def __init__(self, link: ScoringLink, name: str, family: str, provider: str, params: dict[str, Any],
-                 base_url_host: str | None = None) -> None:
+                 base_url_host: str | None = None, named: bool = False) -> None:
         self.link, self.name, self.family, self.provider = link, name, family, provider
-        self.params, self.base_url_host = dict(params), base_url_host
+        self.params, self.base_url_host, self.named = dict(params), base_url_host, named
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *,
                  on_event: Callable[[str, dict[str, Any]], None] | None = None, **params: Any) -> ModelResponse:
-        reply = self.link.call("model.complete", {"messages": messages, "tools": tools, "params": params})
+        request = {"messages": messages, "tools": tools, "params": params}
+        if self.named:
+            request["model"] = self.name
+        reply = self.link.call("model.complete", request)
         for event in reply.get("events") or []:
             if on_event is not None:
                 on_event(str(event.get("kind")), dict(event.get("payload") or {}))
@@ -207,8 +212,22 @@ def run_agent_job(job: AgentJob, link: ScoringLink, send: Callable[[dict[str, An
     load = LoadOptions(data_dir=workdir / ".no-data", split=job.split, subset=job.subset, variant=job.variant,
                        options=job.options)
     model = _model(job, link, recipe)
+    relay = None
+    if job.model_relay:  # before the agent is built: a client it makes reads the environment
+        from .relay import ModelRelay
+
+        relay = ModelRelay(link).start()
+    try:
+        return _run(job, recipe, runtime, load, model, link, send, workdir, cancel)
+    finally:
+        if relay is not None:
+            relay.close()
+
+
+def _run(job: AgentJob, recipe: Recipe, runtime: TaskRuntime, load: LoadOptions, model: Any, link: ScoringLink,
+         send: Callable[[dict[str, Any]], None], workdir: Path, cancel: threading.Event) -> AgentOutcome:
     ctx = RecipeContext(task=job.task, runtime=runtime, load=load, options=dict(job.options),
-                        make_model=lambda name=None: model if name is None else _named_model(job, name))
+                        make_model=lambda name=None: model if name is None else _named_model(job, link, name))
     agent = recipe.build(ctx)
     if job.describe_only:
         _close(runtime)
@@ -225,8 +244,11 @@ def run_agent_job(job: AgentJob, link: ScoringLink, send: Callable[[dict[str, An
                         error=result.error, final_state=result.final_state, closure=module_files())
 
 
-def _named_model(job: AgentJob, name: str):
-    """An extra model the agent builds itself (e.g. a second endpoint model), with the agent's settings."""
+def _named_model(job: AgentJob, link: ScoringLink, name: str):
+    """An extra model the agent asks for by name (e.g. a second endpoint model), with the run's settings; served
+    by the scoring side like the first one when that one is."""
+    if job.proxied_model is not None:
+        return ChannelModel(link, **{**job.proxied_model, "name": name}, named=True)
     from ..config import ModelConfig
 
     return ModelConfig.model_validate({**job.model, "model_name": name}).build()

@@ -66,6 +66,7 @@ class AgentJob(BaseModel):
     executor: str = "local"
     describe_only: bool = False  # build the agent, report its description, do not run
     limits: dict[str, Any] = Field(default_factory=dict)  # sides.limits.AgentLimits, and `rlimit_memory`
+    model_relay: bool = False  # serve the runner's own OpenAI-compatible client on loopback (sides/relay.py)
 
 
 class AgentOutcome(BaseModel):

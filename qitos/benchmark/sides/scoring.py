@@ -9,6 +9,8 @@ reach. The returned outcome (answer, the environment's final state) is what the 
 from __future__ import annotations
 
 import base64
+import queue
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +22,7 @@ from qitos.models.base import ModelError, Usage
 from qitos.spec.official import RunFacts, official_checks
 from qitos.spec.provenance import environment_summary, package_version, qitos_checkout
 from qitos.spec.run_spec import RunSpec
-from qitos.trace.schema import RunSummary
+from qitos.trace.schema import RunSummary, TokenUsage
 from qitos.trace.writer import TraceWriter, new_run_id
 
 from ..base import TaskRuntime
@@ -70,10 +72,40 @@ def agent_job(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime | 
         run_id=run_id, task=task.model_copy(update={"metadata": task.public_summary()["metadata"]}), trial=trial,
         benchmark=cfg.benchmark, split=cfg.load.split, subset=cfg.load.subset, variant=cfg.load.variant,
         recipe=None if cfg.runner else ctx.recipe.name, runner=cfg.runner, options=cfg.recipe_options(),
-        model=cfg.model.model_dump(mode="json"), proxied_model=proxied, env=spec,
+        model={} if proxied else cfg.model.model_dump(mode="json"), proxied_model=proxied, env=spec,
         handles=adapter.agent_handles(task, runtime) if runtime is not None else {}, files=shipped,
         parse_error_limit=cfg.parse_error_limit, tool_error_limit=cfg.tool_error_limit, seed=cfg.model.seed,
-        executor=cfg.executor, describe_only=describe_only)
+        executor=cfg.executor, describe_only=describe_only, model_relay=ctx.model_relayed())
+
+
+class _ModelCalls:
+    """Where model calls are answered: reused daemon threads, one per call in flight, so a job's loop keeps
+    watching for a cancel and its deadline while the endpoint works (and a hung endpoint never delays exit)."""
+
+    def __init__(self) -> None:
+        self._work: queue.SimpleQueue = queue.SimpleQueue()
+        self._idle, self._lock = 0, threading.Lock()
+
+    def submit(self, fn: Any) -> None:
+        with self._lock:
+            spawn = self._idle == 0
+            self._idle -= 0 if spawn else 1
+        if spawn:
+            threading.Thread(target=self._serve, name="qitos-model-call", daemon=True).start()
+        self._work.put(fn)
+
+    def _serve(self) -> None:
+        while True:
+            fn = self._work.get()
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - `_reply` answers every failure itself
+                pass
+            with self._lock:
+                self._idle += 1
+
+
+MODEL_CALLS = _ModelCalls()
 
 
 class _Job:
@@ -85,6 +117,8 @@ class _Job:
         self.model = ctx.job_model() if ctx.model_is_proxied() else None
         self.model_calls = 0  # completions the agent asked the scoring side for
         self.model_responses = 0  # those the model answered
+        self.usage, self.cost = Usage(), 0.0  # of the answers, as the model reported them to this side
+        self.lock = threading.Lock()  # the trace and the counts, written by this job's loop and its model calls
 
     def converse(self, job: AgentJob) -> AgentOutcome:
         host = self.ctx.agent_host()
@@ -119,8 +153,11 @@ class _Job:
                     continue
                 kind = message.get("t")
                 if kind == "ops" and self.receiver is not None:
-                    for op in message.get("ops") or []:
-                        self.receiver.apply(op if isinstance(op, dict) else {})
+                    with self.lock:
+                        for op in message.get("ops") or []:
+                            self.receiver.apply(op if isinstance(op, dict) else {})
+                elif kind == "call" and str(message.get("method")).startswith("model.") and self.model is not None:
+                    MODEL_CALLS.submit(lambda call=message: self._reply(channel, call))  # this loop keeps watching
                 elif kind == "call":
                     channel.send(self._answer(message))
                 elif kind == "done":
@@ -147,12 +184,20 @@ class _Job:
         return AgentOutcome(stop_reason=STOP_REASONS[hit], error=f"the task's agent processes reached their "
                             f"{label} ({watch.limits.describe(hit)}): the task was ended")
 
+    def _reply(self, channel: Any, message: dict[str, Any]) -> None:
+        try:
+            channel.send(self._answer(message))
+        except OSError:  # the job ended (cancelled, past its deadline) while its model worked
+            pass
+
     def _answer(self, message: dict[str, Any]) -> dict[str, Any]:
         call_id, method = message.get("id"), str(message.get("method"))
         payload = message.get("payload") if isinstance(message.get("payload"), dict) else {}
         try:
             if method == "model.complete":
                 value = self._complete(payload)
+            elif method == "model.http":
+                value = self._relay(payload)
             elif self.runtime is None:
                 raise AgentCallRefused(f"no scoring-side service '{method}' while describing the agent")
             else:
@@ -164,19 +209,69 @@ class _Job:
             return {"t": "reply", "id": call_id, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
 
     def _complete(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """Call the model for the agent side and count the call, its answer, tokens and cost here: these, not the
+        agent side's streamed events, are the run's model facts. Each call is also written to the trace by this
+        side (a `model_call` event after the agent side's `model_request`)."""
         if self.model is None:
             raise AgentCallRefused("the agent's model is not served by the scoring side")
+        name = payload.get("model")
+        model = self.ctx.named_model(str(name)) if name and name != self.model.name else self.model
         events: list[dict[str, Any]] = []
         params = payload.get("params") if isinstance(payload.get("params"), dict) else {}
-        self.model_calls += 1
+        messages, tools = payload.get("messages"), payload.get("tools")
+        if not isinstance(messages, list) or not (tools is None or isinstance(tools, list)):
+            raise AgentCallRefused("model.complete takes a list of messages and a list of tools (or none)")
+        with self.lock:
+            self.model_calls += 1
         try:
-            response = self.model.complete(list(payload.get("messages") or []), payload.get("tools"),
-                                           on_event=lambda kind, data: events.append({"kind": kind, "payload": data}),
-                                           **params)
+            response = model.complete(messages, tools,
+                                      on_event=lambda kind, data: events.append({"kind": kind, "payload": data}),
+                                      **params)
         except ModelError as exc:
+            self._record({"model": model.name, "ok": False, "error": str(exc)[:300]})
             return {"error": str(exc), "events": events}
-        self.model_responses += 1
-        return {"response": response.model_dump(mode="json"), "events": events}
+        self._answered(response, model.name)
+        return {"response": response.model_dump(mode="json"), "events": events}  # `raw` too: recipes echo it
+
+    def _relay(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """A `--runner`'s own client's request (`relay.py`), sent to the endpoint as it is with this side's key
+        and client; counted like `_complete`. The endpoint's reply (or error) goes back as it is."""
+        if self.model is None or not self.ctx.model_relayed():
+            raise AgentCallRefused("this run relays no model calls")
+        body = payload.get("body")
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            raise AgentCallRefused("a chat completion request needs a list of messages")
+        if body.get("stream"):
+            raise AgentCallRefused("streamed completions are not relayed: call with stream=False")
+        with self.lock:
+            self.model_calls += 1
+        started = time.perf_counter()
+        try:
+            raw = self.model._create(body)
+        except Exception as exc:  # noqa: BLE001 - the endpoint's failure is the agent's observation
+            status, answer = getattr(exc, "status_code", None), getattr(exc, "response", None)
+            error = f"{type(exc).__name__}: {str(exc)[:300]}"
+            self._record({"model": str(body.get("model")), "ok": False, "error": error})
+            return {"status": status or 502,
+                    "body": answer.text if answer is not None else {"error": {"message": error}}}
+        self._answered(self.model._to_response(raw, time.perf_counter() - started, 1), str(body.get("model")))
+        return {"status": 200, "body": raw}
+
+    def _answered(self, response: Any, name: str) -> None:
+        with self.lock:
+            self.model_responses += 1
+            self.usage = self.usage + response.usage
+            self.cost = None if (self.cost is None or response.cost is None) else self.cost + response.cost
+        self._record({"model": response.model or name, "ok": True, "usage": response.usage.model_dump(),
+                      "cost": response.cost, "latency_seconds": response.latency_seconds,
+                      "attempt": response.attempt})
+
+    def _record(self, payload: dict[str, Any]) -> None:
+        if self.receiver is not None:
+            with self.lock:
+                self.receiver.w.event("model_call", "DECIDE", {**payload, "calls": self.model_calls,
+                                                              "answered": self.model_responses},
+                                      ok=bool(payload.get("ok")), error=payload.get("error"))
 
 
 def describe_agent(ctx: "JobContext", task: Task, runtime: TaskRuntime | None) -> AgentOutcome:
@@ -211,10 +306,14 @@ def run_split(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime, t
     status = run_status(reason)  # from the stop reason, whatever status the agent side wrote
     summary = summary.model_copy(update={"stop_reason": reason.value, "failure_report": summary.failure_report
                                          or outcome.failure or ({"message": outcome.error} if outcome.error else None)})
+    if ctx.model_is_proxied():  # tokens and cost of the calls this side made, whatever the agent side counted
+        summary.token_usage = TokenUsage(**conversation.usage.model_dump())
+        summary.cost = conversation.cost
     if summary.latency_seconds == 0:
         summary.latency_seconds = round(time.monotonic() - started, 6)
     if receiver.spec is None:
         receiver.spec = trusted_run_spec(ctx, task, outcome.description or {})
+    # a model this side serves: its own counts; otherwise (a recipe that calls no model) the streamed events
     calls, answered = ((conversation.model_calls, conversation.model_responses) if ctx.model_is_proxied()
                        else (max(receiver.model_requests, receiver.model_responses), receiver.model_responses))
     usage = Usage(**summary.token_usage.model_dump())
@@ -227,6 +326,7 @@ def run_split(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime, t
     ctx.record_closure(writer.run_dir)  # the snapshot's sources; never the closure the agent side reports
     facts = RunFacts(model_calls=calls, model_responses=answered, isolation=ctx.isolation(), stop_reason=reason.value)
     checks = official_checks(receiver.spec, ctx.experiment, writer.integrity(), facts)
-    receiver.finish(status, summary, checks, evaluation)
+    with conversation.lock:  # a model call still in flight (cancelled, past the deadline) writes nothing after this
+        receiver.finish(status, summary, checks, evaluation)
     result.official_run = all(c.passed for c in checks)
     return result
