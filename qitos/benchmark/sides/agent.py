@@ -103,6 +103,10 @@ class ChannelModel:
             if on_event is not None:
                 on_event(str(event.get("kind")), dict(event.get("payload") or {}))
         if reply.get("error"):
+            if reply.get("time_left_exceeded"):  # the scoring side's call ran into the task's --task-timeout
+                from qitos.models.deadline import TimeLeftExceeded
+
+                raise TimeLeftExceeded(str(reply["error"]))
             raise ModelError(str(reply["error"]))
         return ModelResponse.model_validate(reply["response"])
 

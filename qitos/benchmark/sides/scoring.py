@@ -19,6 +19,7 @@ from qitos.core.engine import RunResult
 from qitos.core.stop import StopReason, run_status
 from qitos.core.task import Task
 from qitos.models.base import ModelError, Usage
+from qitos.models.deadline import TimeLeftExceeded, task_deadline
 from qitos.spec.official import RunFacts, official_checks
 from qitos.spec.provenance import environment_summary, package_version, qitos_checkout
 from qitos.spec.run_spec import RunSpec
@@ -119,6 +120,7 @@ class _Job:
         self.model_responses = 0  # those the model answered
         self.usage, self.cost = Usage(), 0.0  # of the answers, as the model reported them to this side
         self.lock = threading.Lock()  # the trace and the counts, written by this job's loop and its model calls
+        self.started: float | None = None  # when the job was sent: forwarded calls get the task's time left
 
     def converse(self, job: AgentJob) -> AgentOutcome:
         host = self.ctx.agent_host()
@@ -132,6 +134,7 @@ class _Job:
             watch = TaskWatch(pid, self.ctx.cfg.limits, per_task=host.mode != "batch",
                               private_world=host.mode == "task")
             job.limits = watch.job_limits()
+            self.started = time.monotonic()
             channel.send({"t": "job", "job": job.model_dump(mode="json")})
             budget = self.task.budget.max_runtime_seconds
             deadline = time.monotonic() + budget + DEADLINE_GRACE_SECONDS if budget else None
@@ -224,14 +227,22 @@ class _Job:
         with self.lock:
             self.model_calls += 1
         try:
-            response = model.complete(messages, tools,
-                                      on_event=lambda kind, data: events.append({"kind": kind, "payload": data}),
-                                      **params)
+            with task_deadline(self._time_left()):  # --task-timeout bounds the wait (models/deadline.py)
+                response = model.complete(messages, tools,
+                                          on_event=lambda kind, data: events.append({"kind": kind, "payload": data}),
+                                          **params)
         except ModelError as exc:
             self._record({"model": model.name, "ok": False, "error": str(exc)[:300]})
-            return {"error": str(exc), "events": events}
+            return {"error": str(exc), "events": events, "time_left_exceeded": isinstance(exc, TimeLeftExceeded)}
         self._answered(response, model.name)
         return {"response": response.model_dump(mode="json"), "events": events}  # `raw` too: recipes echo it
+
+    def _time_left(self) -> float | None:
+        """Seconds left of the task's own time budget, by this side's clock (None: no budget)."""
+        budget = self.task.budget.max_runtime_seconds
+        if budget is None or self.started is None:
+            return None
+        return budget - (time.monotonic() - self.started)
 
     def _relay(self, payload: dict[str, Any]) -> dict[str, Any]:
         """A `--runner`'s own client's request (`relay.py`), sent to the endpoint as it is with this side's key
@@ -245,9 +256,9 @@ class _Job:
             raise AgentCallRefused("streamed completions are not relayed: call with stream=False")
         with self.lock:
             self.model_calls += 1
-        started = time.perf_counter()
+        started, left = time.perf_counter(), self._time_left()
         try:
-            raw = self.model._create(body)
+            raw = self.model._create(body, None if left is None else max(0.1, left))  # within --task-timeout
         except Exception as exc:  # noqa: BLE001 - the endpoint's failure is the agent's observation
             status, answer = getattr(exc, "status_code", None), getattr(exc, "response", None)
             error = f"{type(exc).__name__}: {str(exc)[:300]}"
