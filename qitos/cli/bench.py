@@ -215,6 +215,9 @@ def run(
                 f"while the run was closing: finished rows are saved in {plan.output}; rerun to resume")
             typer.echo(f"stopped {where}", err=True)
             raise typer.Exit(exit_code_for(signal_of(exc))) from None
+        finally:  # a run refused after planning (e.g. its --trace-logdir) leaves no lock file beside the results
+            if plan is not None and plan.lock is not None:
+                plan.lock.release()
     if outcome.exit_code:
         raise typer.Exit(outcome.exit_code)
 
