@@ -29,7 +29,7 @@ Exit codes of `qit bench run` (and `qit demo minimal`):
 
 | code | meaning |
 |---|---|
-| 0 | the run finished every task: tasks the agent failed, and rows ending `error` (raised in the agent's code) or `requires_unavailable`, are results: `qit bench eval` counts them |
+| 0 | the run finished every task, a partial failure included: tasks the agent failed, and rows ending `error` (raised in the agent's code) or `requires_unavailable`, are results: `qit bench eval` counts them |
 | 1 | every row of the run failed to run (`error` or a failure outside the agent), the agent process failed while the run was planning, or `qit bench replay --reexecute` diverged |
 | 2 | usage error: a flag, file, model or data problem, reported on one line before anything is written; or another run holds the results file |
 | 3 | incomplete: some tasks failed outside the agent (`model_error`, `setup_failed`, `agent_process_died`, `worker_died`, `node_lost`, `disk_full`: unscored) or have no row (their worker died); the summary names them, and the same command runs them again |
