@@ -4,6 +4,7 @@ fake in-VM controller served by this test process on loopback."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -100,11 +101,11 @@ def test_full_run_against_the_fake_controller(tmp_path: Path, last: str, expecte
         assert row["success"] is (expected[task_id] == 1.0)
         assert row["metadata"]["status"] == "scored" and row["metadata"]["last_action"] == last
         run_dir = tmp_path / row["trace_run_dir"]
-        shots = sorted(p.name for p in (run_dir / "screens").iterdir())
-        assert shots == ["step_000.png", "step_001.png", "step_002.png", "step_003.png"]
-        assert (run_dir / "screens" / "step_003.png").read_bytes() == png_bytes()
         steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
-        assert [a["path"] for s in steps for a in s["visual_assets"]] == [f"screens/{n}" for n in shots]
+        shots = [a["path"] for s in steps for a in s["visual_assets"]]  # named by the scoring side: content hashes
+        assert len(shots) == 4 and all(re.fullmatch(r"assets/[0-9a-f]{64}\.png", p) for p in shots), shots
+        assert (run_dir / shots[3]).read_bytes() == png_bytes()
+        assert sorted(p.name for p in (run_dir / "assets").iterdir()) == sorted({p.split("/")[1] for p in shots})
         manifest = json.loads((run_dir / "manifest.json").read_text())
         assert manifest["summary"]["stop_reason"] == "env_terminal" and manifest["parser_name"] == "json_decision_v1"
         assert "_evaluator" not in manifest["task"]["metadata"] and "_setup" not in manifest["task"]["metadata"]

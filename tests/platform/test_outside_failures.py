@@ -135,7 +135,7 @@ MODES = {  # execution mode -> flags
     "batch": ["--workers", "1", "--agent-processes", "batch"],
     "workers-batch": ["--workers", "2", "--agent-processes", "batch"],
 }
-VICTIMS = {"threads": ("agent", "agent-host"), "workers": ("worker", "agent"), "batch": ("agent", "qit"),
+VICTIMS = {"threads": ("agent", "agent-host", "qit"), "workers": ("worker", "agent"), "batch": ("agent", "qit"),
            "workers-batch": ("worker", "agent", "qit")}
 
 

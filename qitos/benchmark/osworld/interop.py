@@ -87,18 +87,23 @@ def export_results(inputs: list[Path], out_dir: Path) -> dict[str, int]:
 
 
 def _write_traj(folder: Path, run_dir: Path | None) -> None:
-    """`traj.jsonl` and the step screenshots, from the trace's `env_step` events and `screens/step_NNN.png`."""
+    """`traj.jsonl` and the step screenshots, from the trace's `env_step` events and its screenshots: the steps'
+    visual assets in order (the first is the observation before any action; the scoring side names them by content
+    hash), or `screens/step_NNN.png` in traces written before that."""
     lines = []
     if run_dir is not None:
         try:
-            events = load_run(run_dir).events
+            trace = load_run(run_dir)
+            events = trace.events
+            shots = [_asset_path(a) for step in trace.steps for a in (_field(step, "visual_assets") or [])]
         except TraceReadError:
-            events = []
+            events, shots = [], []
         for number, event in enumerate((e for e in events if e.kind == "env_step"), start=1):
             payload = event.payload or {}
             stamp = _stamp(event.ts)
             shot = f"step_{number}_{stamp}.png"
-            source = run_dir / "screens" / f"step_{number:03d}.png"
+            named = shots[number] if number < len(shots) and shots[number] else None
+            source = run_dir / named if named else run_dir / "screens" / f"step_{number:03d}.png"
             if source.is_file():
                 shutil.copyfile(source, folder / shot)
             action = payload.get("action")
@@ -107,6 +112,15 @@ def _write_traj(folder: Path, run_dir: Path | None) -> None:
             lines.append(json.dumps({"step_num": number, "action_timestamp": stamp, "action": action, "reward": 0,
                                      "done": done, "info": info, "screenshot_file": shot}))
     (folder / "traj.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def _field(record, name: str):
+    return record.get(name) if isinstance(record, dict) else getattr(record, name, None)
+
+
+def _asset_path(asset) -> str | None:
+    path = _field(asset, "path")
+    return path if isinstance(path, str) and ".." not in path.split("/") and not path.startswith("/") else None
 
 
 def _stamp(ts: str | None) -> str:
