@@ -185,7 +185,7 @@ def _evaluate_files(paths: list[Path], by: list[str], data_dir: Path | None = No
         more = f"; and {mismatches - 3} more" if mismatches > 3 else ""
         notes.append(f"{mismatches} row(s) do not match their trace: {'; '.join(examples)}{more} "
                      "(a success its trace does not back counts as a failure)")
-    if rescorer.recomputed or rescorer.not_recomputed:
+    if rescorer.not_recomputed:  # an issue only when some could not be: the counts are in `recomputed`
         skipped = "; ".join(f"{n} not recomputed: {why}" for why, n in sorted(rescorer.not_recomputed.items()))
         notes.append(f"{rescorer.recomputed} claimed success(es) scored again from their traces"
                      + (f" ({skipped})" if skipped else ""))

@@ -204,6 +204,7 @@ def test_a_second_run_on_the_same_results_file_is_refused(tmp_path):
     write_tasks(tmp_path / "tasks.jsonl", 6)
     with OpenAIServer(default=_answer, latency_seconds=2.0) as server:  # the first run takes 12 s or more
         command = _command(tmp_path, server, ["--concurrency", "1"])
+        command[command.index("--request-timeout") + 1] = "30"  # the 2 s replies must not time out under load
         first = subprocess.Popen(command, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  text=True)
         deadline = time.monotonic() + 60
