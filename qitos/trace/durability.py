@@ -2,35 +2,36 @@
 
 Writing a step must not cost a disk flush (several milliseconds here) per file: with many runs in
 flight that serializes everything on the disk. Instead writers flush to the OS (enough to survive
-a killed process: the page cache outlives it) and mark their filesystem dirty; one background
-thread makes dirty filesystems durable with `syncfs` every `interval` seconds, and `sync()` gives a
+a killed process: the page cache outlives it) and mark the paths they wrote dirty; one background
+thread fsyncs the dirty files and their directories every `interval` seconds, and `sync()` gives a
 synchronous guarantee (used when a run ends and when a result row is appended). Concurrent
 `sync()` callers share one flush (group commit).
+
+Only the files written are flushed, never the whole filesystem (`syncfs`): on a busy machine a
+filesystem-wide flush waits for everyone else's dirty pages too (seconds under load), and a process
+blocked in it cannot even exit when it is killed.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
-_libc = None
 
-
-def _syncfs(fd: int) -> bool:
-    global _libc
-    if _libc is None:
-        try:
-            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-            _libc.syncfs  # noqa: B018 - probe that the symbol exists
-        except (OSError, AttributeError):
-            _libc = False
-    if not _libc:
-        return False
-    return _libc.syncfs(fd) == 0
+def _fsync_path(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return  # gone (a temp file swapped away, a run removed): nothing left to make durable
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # EINVAL on filesystems without fsync; a failed write already raised where it was made
+    finally:
+        os.close(fd)
 
 
 class Flusher:
@@ -38,21 +39,27 @@ class Flusher:
         self.interval = interval
         self._lock = threading.Lock()  # guards the counters below
         self._sync_lock = threading.Lock()  # one flush at a time
-        self._dirty: dict[int, str] = {}  # st_dev -> a directory on that filesystem
+        self._dirty: set[str] = set()  # files and directories written since the last flush
         self._written = 0  # bumped by every write
         self._durable = 0  # every write numbered <= this is on disk
-        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
     def mark_dirty(self, path: Path | str) -> int:
-        """Record a write to the filesystem holding `path`; returns its ticket."""
-        directory = str(path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path)))
-        return self.mark_device(os.stat(directory).st_dev, directory)
+        """Record a write at `path`; returns its ticket. A file is flushed with its directory (new names);
+        a directory (a trace's run folder) with the files directly inside it."""
+        path = os.path.abspath(path)
+        if os.path.isdir(path):
+            try:
+                names = [os.path.join(path, n) for n in os.listdir(path)]
+            except OSError:
+                names = []
+            return self.mark_files([path, *(n for n in names if os.path.isfile(n))])
+        return self.mark_files((path, os.path.dirname(path)))
 
-    def mark_device(self, device: int, directory: Path | str) -> int:
-        """`mark_dirty` for a caller that already knows the filesystem (no stat per write)."""
+    def mark_files(self, paths: Iterable[str]) -> int:
+        """`mark_dirty` for a caller that knows exactly which paths it wrote (no stat per write)."""
         with self._lock:
-            self._dirty[device] = str(directory)
+            self._dirty.update(paths)
             self._written += 1
             ticket = self._written
         self._ensure_thread()
@@ -71,18 +78,11 @@ class Flusher:
 
     def _flush(self) -> None:
         with self._lock:
-            dirty, self._dirty = self._dirty, {}
+            dirty, self._dirty = self._dirty, set()
             upto = self._written
-        for directory in dirty.values():
-            try:
-                fd = os.open(directory, os.O_RDONLY)
-            except OSError:
-                continue
-            try:
-                if not _syncfs(fd):
-                    os.sync()
-            finally:
-                os.close(fd)
+        # files before directories: a directory entry made durable points at durable content
+        for path in sorted(dirty, key=os.path.isdir):
+            _fsync_path(path)
         self._durable = max(self._durable, upto)
 
     def _ensure_thread(self) -> None:
@@ -98,7 +98,6 @@ class Flusher:
             if self._durable < self._written:
                 with self._sync_lock:
                     self._flush()
-
 
     def reset_after_fork(self) -> None:
         """In a forked child: fresh locks and no flusher thread (the parent's may have held a lock at fork)."""

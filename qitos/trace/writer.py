@@ -123,7 +123,6 @@ class TraceWriter:
         # final) until that row is durable: `seal_trace` then writes it. A trace never says it is complete
         # while its row could still be lost.
         self.hold_status = False
-        self._device = _device_of(self.logdir)
         self._events = os.open(self.run_dir / "events.jsonl", _APPEND, 0o644)
         self._steps = os.open(self.run_dir / "steps.jsonl", _APPEND, 0o644)
         self._written = {"events.jsonl": 0, "steps.jsonl": 0}
@@ -131,6 +130,9 @@ class TraceWriter:
         self._manifest_tmp = self.run_dir / f".manifest.json.{os.getpid()}.tmp"
         self._manifest_written = False
         self._tmp_holds_old = False  # after an exchange the temporary file holds the previous manifest
+        # what a group flush makes durable: the three files, and the two directories that name them
+        self._durable_paths = tuple(str(p) for p in (self.run_dir / "events.jsonl", self.run_dir / "steps.jsonl",
+                                                       self._manifest_path, self.run_dir, self.logdir))
         now = utc_now()
         self.manifest = Manifest(
             run_id=run_id,
@@ -216,7 +218,7 @@ class TraceWriter:
             self._tmp_holds_old = False
         self._manifest_written = True
         if self.fsync == "group":
-            FLUSHER.mark_device(self._device, self.logdir)
+            FLUSHER.mark_files(self._durable_paths)
 
     def finalize(self, status: str, summary: RunSummary, checks: list[OfficialCheck] | None = None,
                  evaluation: dict[str, Any] | None = None) -> None:
@@ -276,16 +278,5 @@ def seal_trace(run_dir: str | Path) -> None:
         os.replace(tmp, path)
     except OSError:  # e.g. a full disk: the trace keeps saying `running` (interrupted), never more than is true
         tmp.unlink(missing_ok=True)
-
-
-_DEVICES: dict[Path, int] = {}
-
-
-def _device_of(logdir: Path) -> int:
-    """The filesystem a log directory lives on (cached: the group flusher needs it for every write)."""
-    device = _DEVICES.get(logdir)
-    if device is None:
-        device = _DEVICES[logdir] = os.stat(logdir).st_dev
-    return device
 
 
