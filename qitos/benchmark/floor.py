@@ -51,33 +51,52 @@ def row_floor(row: dict[str, Any]) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
+class FloorCount:
+    """`floor_summary`'s counts, gathered one row at a time (a running batch keeps these, not its rows)."""
+
+    def __init__(self) -> None:
+        self.flags: dict[str, bool] = {}
+        self.rows = 0
+        self.per_task: Counter = Counter()  # rows per task
+        self.scored_per_task: Counter = Counter()  # scored rows per task
+
+    def add(self, row: dict[str, Any]) -> None:
+        task_id = row["task_id"]
+        self.rows += 1
+        self.per_task[task_id] += 1
+        if row.get("success") is not None:
+            self.scored_per_task[task_id] += 1
+        value = row_floor(row)
+        if value is not None:
+            self.flags.setdefault(task_id, value)
+
+    def summary(self, selected_tasks: int, trials: int) -> dict[str, Any] | None:
+        flags = self.flags
+        if not flags:
+            return None
+        selected = max(selected_tasks * trials, self.rows)
+        slots = {task_id: max(trials, self.per_task[task_id]) for task_id in flags}  # trials with or without a row
+        successes = sum(n for task_id, n in slots.items() if flags[task_id])
+        unknown = selected - sum(slots.values())
+        scored = sum(self.scored_per_task.values())
+        scored_successes = sum(n for task_id, n in self.scored_per_task.items() if flags.get(task_id) is True)
+        scored_unknown = sum(n for task_id, n in self.scored_per_task.items() if task_id not in flags)
+        return {
+            "successes": successes, "selected": selected, "rate": successes / selected if selected else None,
+            "unknown": unknown, "rate_max": (successes + unknown) / selected if selected else None,
+            "tasks": sum(1 for value in flags.values() if value), "tasks_known": len(flags),
+            "scored_successes": scored_successes, "scored": scored,
+            "scored_rate": scored_successes / scored if scored else None, "scored_unknown": scored_unknown,
+        }
+
+
 def floor_summary(rows: list[dict[str, Any]], selected_tasks: int, trials: int) -> dict[str, Any] | None:
     """The floor over every selected task × trial of one configuration's rows (deduplicated), and over the
     scored rows; None when no row carries the flag (the benchmark has no rule, or the rows predate it)."""
-    flags: dict[str, bool] = {}
-    per_task: Counter = Counter()
+    count = FloorCount()
     for row in rows:
-        task_id = row["task_id"]
-        per_task[task_id] += 1
-        value = row_floor(row)
-        if value is not None:
-            flags.setdefault(task_id, value)
-    if not flags:
-        return None
-    selected = max(selected_tasks * trials, len(rows))
-    slots = {task_id: max(trials, per_task[task_id]) for task_id in flags}  # trials with or without a row
-    successes = sum(n for task_id, n in slots.items() if flags[task_id])
-    unknown = selected - sum(slots.values())
-    scored = [row for row in rows if row.get("success") is not None]
-    scored_successes = sum(1 for row in scored if flags.get(row["task_id"]) is True)
-    scored_unknown = sum(1 for row in scored if row["task_id"] not in flags)
-    return {
-        "successes": successes, "selected": selected, "rate": successes / selected if selected else None,
-        "unknown": unknown, "rate_max": (successes + unknown) / selected if selected else None,
-        "tasks": sum(1 for value in flags.values() if value), "tasks_known": len(flags),
-        "scored_successes": scored_successes, "scored": len(scored),
-        "scored_rate": scored_successes / len(scored) if scored else None, "scored_unknown": scored_unknown,
-    }
+        count.add(row)
+    return count.summary(selected_tasks, trials)
 
 
 def floor_text(floor: dict[str, Any] | None, scored: bool = False) -> str | None:

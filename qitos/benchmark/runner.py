@@ -32,6 +32,7 @@ from .registry import canonical_name, get_adapter
 from .results import NOT_DONE_REASONS, BenchmarkRunResult, ResultsFile, trace_run_spec
 from .run_lock import RunLock
 from .results_tail import warnings_for as cut_warnings
+from .tally import RunTally
 from .workers import run_workers
 
 
@@ -51,13 +52,13 @@ class BatchPlan:
     outside_rerun: int = 0  # rows of an earlier run that failed outside the agent, taken out to run again
 
 
-FAILED_REASONS = frozenset({"error", *OUTSIDE_AGENT})  # the run itself failed, not the agent at the task
 EXIT_INCOMPLETE = 3  # tasks are missing or failed outside the agent: rerun the same command to complete them
 
 
 @dataclass
 class BatchOutcome:
-    rows: list[BenchmarkRunResult] = field(default_factory=list)
+    tally: RunTally = field(default_factory=RunTally)  # counts of the finished rows (what the summary needs)
+    rows: list[BenchmarkRunResult] = field(default_factory=list)  # the rows themselves, when asked to keep them
     cancelled: bool = False
     stop_signal: int = signal.SIGINT  # what cancelled the batch
     planned: int = 0  # jobs the batch set out to run
@@ -66,11 +67,11 @@ class BatchOutcome:
     @property
     def missing(self) -> int:
         """Jobs that ended with no row (their worker died before taking or finishing them)."""
-        return 0 if self.cancelled else max(0, self.planned - len(self.rows))
+        return 0 if self.cancelled else max(0, self.planned - self.tally.finished)
 
     @property
     def outside(self) -> int:
-        return sum(r.stop_reason in OUTSIDE_AGENT for r in self.rows)
+        return sum(self.tally.outside.values())
 
     @property
     def exit_code(self) -> int:
@@ -80,7 +81,7 @@ class BatchOutcome:
         results, counted by `qit bench eval`."""
         if self.cancelled:
             return exit_code_for(self.stop_signal)
-        if self.rows and not self.missing and all(r.stop_reason in FAILED_REASONS for r in self.rows):
+        if self.tally.finished and not self.missing and self.tally.failed == self.tally.finished:
             return 1
         if self.missing or self.outside:
             return EXIT_INCOMPLETE
@@ -326,8 +327,12 @@ def _key(row: dict) -> tuple[str, int]:
     return row["task_id"], int(row.get("trial", 0))
 
 
-def execute_batch(plan: BatchPlan, on_row: Callable[[BenchmarkRunResult], None] | None = None) -> BatchOutcome:
-    """Run the planned jobs; rows are appended as they finish. Ctrl-C returns with `cancelled=True`."""
+def execute_batch(plan: BatchPlan, on_row: Callable[[BenchmarkRunResult], None] | None = None,
+                  keep_rows: bool = True) -> BatchOutcome:
+    """Run the planned jobs; rows are appended as they finish. Ctrl-C returns with `cancelled=True`.
+
+    The outcome counts the rows (`tally`); it also holds them (`rows`) unless `keep_rows` is False, as the CLI
+    runs: a large batch then keeps nothing per row in memory (the results file has them all)."""
     results = ResultsFile(plan.output)
     outcome = BatchOutcome(planned=len(plan.jobs))
     lock = threading.Lock()
@@ -337,7 +342,9 @@ def execute_batch(plan: BatchPlan, on_row: Callable[[BenchmarkRunResult], None] 
         if row is None:
             return
         with lock:
-            outcome.rows.append(row)
+            outcome.tally.add(row)
+            if keep_rows:
+                outcome.rows.append(row)
         if on_row:
             on_row(row)
 

@@ -206,7 +206,7 @@ def run(
                     exc.filename = f"{plan.output} (results) or {cfg.trace_logdir}/ (traces)"
                 raise
             print_summary(plan, outcome)
-            say_disk_full(outcome.rows, cfg.trace_logdir)
+            say_disk_full(outcome.tally.reasons.get("disk_full", 0), cfg.trace_logdir)
         except AgentHostError as exc:  # the agent's process could not start, or died while the run planned
             where = "before the run started: nothing written" if plan is None else "while the run was closing"
             fail(f"the agent process failed {where}: {' '.join(str(exc).split())[:400]}", EXIT_RUN_FAILED)

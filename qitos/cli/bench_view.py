@@ -54,35 +54,28 @@ def run_with_progress(plan):
                 stats["cost"] += row.cost or 0.0
                 progress.update(bar, advance=1, ok=stats["ok"], tokens=stats["tokens"], cost=stats["cost"])
 
-        outcome = execute_batch(plan, on_row)
+        outcome = execute_batch(plan, on_row, keep_rows=False)  # counted, not kept: memory flat in the tasks
     return outcome
 
 
 def print_summary(plan, outcome) -> None:
-    from qitos.benchmark.metrics import proportion_of
-
-    rows = [r.model_dump(mode="json") for r in outcome.rows]
+    tally = outcome.tally
     if outcome.cancelled:
         import signal
 
         why = signal.Signals(outcome.stop_signal).name
-        console.print(f"[yellow]cancelled[/] ({why}): {len(rows)} of {len(plan.jobs)} finished and saved; "
+        console.print(f"[yellow]cancelled[/] ({why}): {tally.finished} of {len(plan.jobs)} finished and saved; "
                       "rerun the same command to resume")
-    p = proportion_of(rows, len(plan.jobs))
-    tokens = sum(r.token_usage.total_tokens for r in outcome.rows)
-    cost = sum(r.cost or 0.0 for r in outcome.rows)
-    console.print(f"finished {len(rows)} of {len(plan.jobs)} · success {p['successes']}/{p['selected']} "
+    p = tally.proportion(len(plan.jobs))
+    console.print(f"finished {tally.finished} of {len(plan.jobs)} · success {p['successes']}/{p['selected']} "
                   f"(rate {_fmt(p['rate'])}; coverage {p['scored']}/{p['selected']}, "
-                  f"rate over scored {_fmt(p['scored_rate'])}) · tokens {tokens} · cost {cost:.4f}")
-    from qitos.benchmark.floor import NAME, floor_summary, floor_text
+                  f"rate over scored {_fmt(p['scored_rate'])}) · tokens {tally.tokens} · cost {tally.cost:.4f}")
+    from qitos.benchmark.floor import NAME, floor_text
 
-    floor = floor_text(floor_summary(rows, len(plan.jobs), 1))  # over this invocation's jobs, as the line above
+    floor = floor_text(tally.floor.summary(len(plan.jobs), 1))  # over this invocation's jobs, as the line above
     if floor:
         console.print(f"{NAME} (the same tasks, by the benchmark's rule): {floor}", markup=False)
-    reasons: dict[str, int] = {}
-    for r in rows:
-        reasons[r["stop_reason"]] = reasons.get(r["stop_reason"], 0) + 1
-    console.print(f"stop reasons: {reasons}")
+    console.print(f"stop reasons: {dict(tally.reasons)}")
     for line in incomplete_lines(outcome):
         console.print(f"[yellow]{line}[/]")
     console.print(f"results: {plan.output}   evaluate: qit bench eval --input {plan.output}")
@@ -90,18 +83,13 @@ def print_summary(plan, outcome) -> None:
 
 def incomplete_lines(outcome) -> list[str]:
     """What the run could not finish, and why: dead workers, tasks with no row, rows failed outside the agent."""
-    from qitos.core.stop import OUTSIDE_AGENT
-
     lines = [f"died: {what}" for what in outcome.died]
     if outcome.missing:
         lines.append(f"not run: {outcome.missing} task(s) have no row")
-    outside: dict[str, int] = {}
-    for r in outcome.rows:
-        if r.stop_reason in OUTSIDE_AGENT:
-            outside[r.stop_reason] = outside.get(r.stop_reason, 0) + 1
+    outside = outcome.tally.outside
     if outside:
         lines.append(f"failed outside the agent (unscored): {sum(outside.values())} row(s): "
-                     + ", ".join(f"{n} {reason}" for reason, n in sorted(outside.items())))
+                     + ", ".join(f"{n} {reason}" for reason, n in outside.items()))
     if outcome.missing or outside:
         lines.append("incomplete: rerun the same command to run these tasks again")
     return lines

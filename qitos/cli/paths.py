@@ -12,7 +12,7 @@ import errno
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 from .errors import EXIT_RUN_FAILED, EXIT_USAGE, UsageError
 
@@ -73,13 +73,12 @@ def os_error_line(exc: OSError) -> tuple[str, int] | None:
     return f"{where}: {fix}", EXIT_RUN_FAILED if exc.errno == errno.EMFILE else EXIT_USAGE
 
 
-def say_disk_full(rows: list[Any], trace_logdir: Path) -> None:
+def say_disk_full(count: int, trace_logdir: Path) -> None:
     """One line when tasks ended because the disk filled: what to free, and that a plain rerun runs them."""
     import sys
 
-    full = [r for r in rows if r.stop_reason == "disk_full"]
-    if full:
-        sys.stderr.write(f"error: {len(full)} task(s) ended disk_full (no space left writing their traces under "
+    if count:
+        sys.stderr.write(f"error: {count} task(s) ended disk_full (no space left writing their traces under "
                          f"{trace_logdir}); free some space, then {RERUN}\n")
 
 

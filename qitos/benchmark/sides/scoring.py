@@ -81,29 +81,44 @@ def agent_job(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime | 
 
 class _ModelCalls:
     """Where model calls are answered: reused daemon threads, one per call in flight, so a job's loop keeps
-    watching for a cancel and its deadline while the endpoint works (and a hung endpoint never delays exit)."""
+    watching for a cancel and its deadline while the endpoint works (and a hung endpoint never delays exit).
+
+    A call counts as finished once its answer is computed, before the answer is sent: the agent's next call,
+    sent the moment it reads the answer, then finds that thread idle instead of starting one more."""
 
     def __init__(self) -> None:
         self._work: queue.SimpleQueue = queue.SimpleQueue()
-        self._idle, self._lock = 0, threading.Lock()
+        self._threads = self._busy = 0
+        self._lock = threading.Lock()
 
-    def submit(self, fn: Any) -> None:
+    def submit(self, compute: Any, deliver: Any) -> None:
+        """Run `compute()` on a free thread, then `deliver(its result)`."""
         with self._lock:
-            spawn = self._idle == 0
-            self._idle -= 0 if spawn else 1
+            self._busy += 1
+            spawn = self._busy > self._threads
+            self._threads += 1 if spawn else 0
         if spawn:
             threading.Thread(target=self._serve, name="qitos-model-call", daemon=True).start()
-        self._work.put(fn)
+        self._work.put((compute, deliver))
 
     def _serve(self) -> None:
         while True:
-            fn = self._work.get()
+            compute, deliver = self._work.get()
             try:
-                fn()
-            except Exception:  # noqa: BLE001 - `_reply` answers every failure itself
-                pass
+                result = compute()
+            except BaseException:  # noqa: BLE001 - `compute` answers every failure itself; the thread lives on
+                result = None
             with self._lock:
-                self._idle += 1
+                self._busy -= 1
+            if result is not None:
+                try:
+                    deliver(result)
+                except Exception:  # noqa: BLE001 - the job ended (cancelled, past its deadline) meanwhile
+                    pass
+
+    @property
+    def threads(self) -> int:
+        return self._threads
 
 
 MODEL_CALLS = _ModelCalls()
@@ -160,7 +175,7 @@ class _Job:
                         for op in message.get("ops") or []:
                             self.receiver.apply(op if isinstance(op, dict) else {})
                 elif kind == "call" and str(message.get("method")).startswith("model.") and self.model is not None:
-                    MODEL_CALLS.submit(lambda call=message: self._reply(channel, call))  # this loop keeps watching
+                    MODEL_CALLS.submit(lambda call=message: self._answer(call), channel.send)  # this loop watches on
                 elif kind == "call":
                     channel.send(self._answer(message))
                 elif kind == "done":
@@ -186,12 +201,6 @@ class _Job:
         label = STOP_REASONS[hit].replace("_", " ")  # "process limit", "cpu time limit", ...
         return AgentOutcome(stop_reason=STOP_REASONS[hit], error=f"the task's agent processes reached their "
                             f"{label} ({watch.limits.describe(hit)}): the task was ended")
-
-    def _reply(self, channel: Any, message: dict[str, Any]) -> None:
-        try:
-            channel.send(self._answer(message))
-        except OSError:  # the job ended (cancelled, past its deadline) while its model worked
-            pass
 
     def _answer(self, message: dict[str, Any]) -> dict[str, Any]:
         call_id, method = message.get("id"), str(message.get("method"))
