@@ -106,6 +106,16 @@ def secret_values() -> set[str]:
     return {v for v in values if len(v) >= MIN_SECRET_LENGTH}
 
 
+@lru_cache(maxsize=32)
+def _compiled(values: frozenset[str]) -> tuple[list[str], list[str], re.Pattern[str] | None]:
+    """Values longest first, their spellings, and one pattern matching any: built once per set of secrets (a
+    batch makes a Redactor per task, all with the same secrets)."""
+    ordered_values = sorted(values, key=len, reverse=True)
+    # documents hold values escaped too (JSON strings, HTML pages): match those spellings as well
+    spellings = sorted({f(v) for v in ordered_values for f in _SPELLINGS}, key=len, reverse=True)
+    return ordered_values, spellings, re.compile("|".join(re.escape(v) for v in spellings)) if spellings else None
+
+
 class Redactor:
     """Scrubs secrets by key and by value; built from `secret_values()` plus `extra_values`."""
 
@@ -116,12 +126,7 @@ class Redactor:
 
     def _set(self, values: set[str]) -> None:
         self._generation = _generation
-        self._values = sorted(values, key=len, reverse=True)
-        # documents hold values escaped too (JSON strings, HTML pages): match those spellings as well
-        spellings = {f(v) for v in self._values for f in _SPELLINGS}
-        ordered = sorted(spellings, key=len, reverse=True)
-        self._spellings = ordered
-        self._pattern = re.compile("|".join(re.escape(v) for v in ordered)) if ordered else None
+        self._values, self._spellings, self._pattern = _compiled(frozenset(values))
 
     @property
     def active(self) -> bool:

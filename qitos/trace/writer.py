@@ -242,6 +242,14 @@ class TraceWriter:
         if evaluation is not None:
             self.manifest.evaluation = evaluation
         self.write_manifest()
+        if self.hold_status and self.manifest.status == "running":  # what `seal_trace` writes, without re-reading
+            from qitos.core.stop import StopReason, run_status
+
+            try:
+                sealed = self.manifest.model_copy(update={"status": run_status(StopReason(summary.stop_reason))})
+                _SEALED[str(self.run_dir)] = self.redactor.scrub_text(sealed.model_dump_json()).encode("utf-8")
+            except ValueError:
+                pass  # an unknown stop reason: seal_trace reads the manifest and decides (leaves it running)
         if self._tmp_holds_old:
             os.unlink(self._manifest_tmp)  # one freed inode per run instead of one per rewrite
             self._tmp_holds_old = False
@@ -257,6 +265,9 @@ class TraceWriter:
         return SCHEMA_VERSION
 
 
+_SEALED: dict[str, bytes] = {}  # run dir -> its final manifest, for `seal_trace` (finalized with hold_status)
+
+
 def seal_trace(run_dir: str | Path) -> None:
     """Write the final status of a run finalized with `hold_status` (its result row is now durable): `completed`
     or `failed`, from the stop reason its summary records. Not fsynced: lost in a crash, the trace reads as
@@ -264,6 +275,15 @@ def seal_trace(run_dir: str | Path) -> None:
     from qitos.core.stop import StopReason, run_status
 
     path = Path(run_dir) / "manifest.json"
+    tmp = path.with_name(".manifest.json.sealed.tmp")
+    sealed = _SEALED.pop(str(run_dir), None)
+    if sealed is not None:  # finalized by this process: the final manifest is ready
+        try:
+            tmp.write_bytes(sealed)
+            os.replace(tmp, path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+        return
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
         reason = StopReason(((manifest.get("summary") or {}).get("stop_reason")))
@@ -272,7 +292,6 @@ def seal_trace(run_dir: str | Path) -> None:
     if manifest.get("status") != "running":
         return
     manifest["status"] = run_status(reason)
-    tmp = path.with_name(".manifest.json.sealed.tmp")
     try:
         tmp.write_text(json.dumps(manifest, separators=(",", ":"), ensure_ascii=False), encoding="utf-8")
         os.replace(tmp, path)
