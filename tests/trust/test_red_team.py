@@ -10,7 +10,6 @@ tools for the same things finds nothing either.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ import pytest
 from tests.conftest import require_system
 from tests.platform.conftest import qit, rows
 from tests.support.openai_server import OpenAIServer, Reply
+from tests.trust.conftest import agent_folder
 
 MARKER = "GOLD-7f3a"
 AGENT = Path(__file__).with_name("red_team_agent.py")
@@ -26,11 +26,7 @@ SIDE_CHECKS = ("agent_isolated", "agent_unaided", "real_model", "model_called", 
 
 @pytest.fixture
 def outsider(tmp_path: Path) -> Path:
-    """The runner's folder: no repository, nothing but the agent's module."""
-    folder = tmp_path / "agent"
-    folder.mkdir()
-    shutil.copy(AGENT, folder / "red_team_agent.py")
-    return folder
+    return agent_folder(tmp_path, AGENT)
 
 
 def _run(outsider: Path, tmp_path: Path, benchmark: str, *args: str) -> list[dict]:

@@ -19,6 +19,7 @@ import pytest
 from tests.conftest import require_system
 from tests.platform.conftest import qit, rows
 from tests.support.openai_server import OpenAIServer, Reply
+from tests.trust.conftest import agent_folder
 
 AGENT = Path(__file__).with_name("red_team_limits_agent.py")
 ASSET_NAME = re.compile(r"^assets/[0-9a-f]{64}\.(png|jpg|gif|webp|bin)$")
@@ -26,10 +27,7 @@ ASSET_NAME = re.compile(r"^assets/[0-9a-f]{64}\.(png|jpg|gif|webp|bin)$")
 
 @pytest.fixture
 def outsider(tmp_path: Path) -> Path:
-    folder = tmp_path / "agent"
-    folder.mkdir()
-    shutil.copy(AGENT, folder / "red_team_limits_agent.py")
-    return folder
+    return agent_folder(tmp_path, AGENT)
 
 
 def _require_confinement() -> None:
