@@ -148,7 +148,8 @@ class LocalModel:
             lock.release()
         if stop is not None and stop.hit:
             raise TimeLeftExceeded(f"{where}: the task's time budget (--task-timeout) ran out while the model "
-                                   f"was generating (stopped after {raw['usage'].get('completion_tokens', 0)} tokens)")
+                                   f"was generating (stopped after {raw['usage'].get('completion_tokens', 0)} tokens)",
+                                   working=True)
         latency = time.perf_counter() - started
         choice = raw["choices"][0]
         reasoning, text = split_think(choice["message"].get("content") or "", think_tags_for(self.path.name))
