@@ -92,6 +92,8 @@ def test_a_task_no_node_can_run_is_refused_before_the_run(tmp_path, cluster):
     assert "need kvm=1" in errors[0] and "no node of the Ray cluster has it" in errors[0], errors[0]
     assert "ray start --address" in errors[0] and '"kvm": 1' in errors[0], errors[0]
     assert not (tmp_path / "r.jsonl").exists() and not (tmp_path / "runs").exists()
+    # Ray's own messages while connecting went to the run's Ray log, removed with the refused run
+    assert done.stderr.strip().splitlines() == errors and not (tmp_path / "r.jsonl.ray.log").exists(), done.stderr
 
 
 def test_a_node_without_the_data_or_with_another_copy_gives_setup_failed_rows(tmp_path, cluster):
