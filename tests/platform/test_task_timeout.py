@@ -1,5 +1,6 @@
 """`--task-timeout` bounds a model that runs on the scoring side itself (issue 32): the embedded llama.cpp model,
-asked for a reply of up to 4000 tokens (over a minute here), is ended between tokens at the task's deadline.
+asked for a reply of up to 4000 tokens, is ended between tokens at the task's deadline (10 s; the reply is still
+being generated then, as the error's token count shows).
 It was generating, alive and only slow, so the task's time ran out: `budget_time`, scored (models/deadline.py).
 """
 
