@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import threading
+from pathlib import Path
 from typing import Callable, Iterable
 
 from qitos.core.task import Task
@@ -62,11 +63,17 @@ def run_local(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: in
             raise
 
 
-def connect_ray(address: str | None) -> None:
-    """See `cluster.connect`: Ray is imported only when `--executor ray` is used."""
+def connect_ray(address: str | None, log: Path) -> None:
+    """See `cluster.connect`: Ray is imported only when `--executor ray` is used; its own output while it connects
+    goes to the run's Ray log (`log`), not the terminal."""
     from .cluster.connect import connect_ray as connect
 
-    connect(address)
+    connect(address, log)
+
+
+def ray_log(output: Path) -> Path:
+    """The run's Ray log, beside its results: `<output>.ray.log`."""
+    return output.with_name(output.name + ".ray.log")
 
 
 def run_ray(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: int, on_result: OnResult,

@@ -25,7 +25,7 @@ from .base import BenchmarkAdapter
 from .budgets import check_budgets
 from .config import RunConfig
 from .errors import BenchmarkUsageError
-from .executors import connect_ray, run_local, run_ray
+from .executors import connect_ray, ray_log, run_local, run_ray
 from .job import JobContext, batch_model_provider, prepared_task, resolve_recipe, seal
 from .lifetime import exit_code_for, signal_of
 from .registry import canonical_name, get_adapter
@@ -315,10 +315,17 @@ def _resume(cfg: RunConfig, adapter: BenchmarkAdapter, tasks: list[Task], spec: 
     jobs = [(t, trial) for t, trial in all_jobs if (t.id, trial) not in done]
     warnings.extend(cut_warnings(output, cut, {(t.id, trial) for t, trial in jobs}, cfg.dry_run))
     if cfg.executor == "ray" and jobs and not cfg.dry_run:
-        connect_ray(cfg.ray_address)  # last check before anything is written: a cluster that is not there
-        from .cluster.placement import check_placement
+        log = ray_log(output)  # Ray's own output, from the connect on: not the terminal
+        kept = log.exists()
+        try:
+            connect_ray(cfg.ray_address, log)  # last check before anything is written: a cluster that is not there
+            from .cluster.placement import check_placement
 
-        check_placement(cfg, adapter, [t for t, _ in jobs])  # ... or no node with what a task needs
+            check_placement(cfg, adapter, [t for t, _ in jobs])  # ... or no node with what a task needs
+        except BaseException:
+            if not kept:  # a refused run leaves nothing beside the results
+                log.unlink(missing_ok=True)
+            raise
     return BatchPlan(cfg, adapter, tasks, jobs, len(all_jobs) - len(jobs), output, spec, experiment, ctx, warnings,
                      lock, len(outside))
 

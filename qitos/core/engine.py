@@ -198,18 +198,20 @@ class _Run:
             if env is not None and hasattr(env, "bind_events"):
                 # environments with their own model calls (e.g. a simulated user) trace them as events
                 env.bind_events(lambda kind, payload: self.w.event(kind, "ACT", payload, step_id=self.steps + 1))
-            if env is not None and hasattr(env, "reset"):
-                env.reset(self.task)
-            self.state = self.e.agent.init_state(self.task)
             left = self.task.budget.max_runtime_seconds  # model waits count against it (models.deadline)
             with task_deadline(None if left is None else left - (time.monotonic() - self.started)):
+                if env is not None and hasattr(env, "reset"):  # e.g. a simulated user's first message: timed too
+                    env.reset(self.task)
+                self.state = self.e.agent.init_state(self.task)
                 while reason is None:
                     reason = self._step()
         except KeyboardInterrupt:
             reason = StopReason.CANCELLED
         except TimeLeftExceeded as exc:  # the time budget ran out while the model was being waited for: the
-            # agent's budget when its endpoint has answered in this run, the endpoint's failure when it never has
-            reason, error = (StopReason.BUDGET_TIME if self.model_responses else StopReason.MODEL_ERROR), str(exc)
+            # agent's budget when its model has answered in this run or was generating (alive, only slow), the
+            # endpoint's failure when it never answered
+            answered = self.model_responses or exc.working
+            reason, error = (StopReason.BUDGET_TIME if answered else StopReason.MODEL_ERROR), str(exc)
         except ModelError as exc:
             reason, error = StopReason.MODEL_ERROR, str(exc)
             failure = {"type": "ModelError", "message": str(exc)}

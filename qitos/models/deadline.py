@@ -1,9 +1,12 @@
 """The task's deadline, as model clients see it: `--task-timeout` bounds the whole task, model waits included.
 
-The engine sets the deadline of the task it runs (its thread's context); a client gives each request at most
-the time left, waits between retries no longer than that, and once the time is up raises `TimeLeftExceeded`.
-The engine records that as the budget running out (`budget_time`) when the endpoint has answered in this run,
-and as `model_error` (outside the agent: a hanging endpoint) when it never has.
+The engine sets the deadline of the task it runs (its thread's context), and so does the scoring side for the
+calls it makes in the task's name (the agent's forwarded model calls, a simulated user's); a client gives each
+request at most the time left, waits between retries no longer than that, and once the time is up raises
+`TimeLeftExceeded` (the embedded model: its wait for the model, and its generation, ended between tokens).
+The engine records that as the budget running out (`budget_time`) when the model has answered in this run or
+was generating when the time ran out (alive, only slow), and as `model_error` (outside the agent: a hanging
+endpoint) when it never answered.
 """
 
 from __future__ import annotations
@@ -19,7 +22,12 @@ _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("qitos_
 
 
 class TimeLeftExceeded(ModelError):
-    """The task's time budget ran out while its model was being waited for."""
+    """The task's time budget ran out while its model was being waited for. `working`: the model was generating
+    when it did (alive, only slow), so the budget ran out whatever it had answered before."""
+
+    def __init__(self, message: str, *, working: bool = False) -> None:
+        super().__init__(message)
+        self.working = working
 
 
 @contextlib.contextmanager

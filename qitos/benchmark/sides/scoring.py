@@ -212,8 +212,9 @@ class _Job:
                 value = self._relay(payload)
             elif self.runtime is None:
                 raise AgentCallRefused(f"no scoring-side service '{method}' while describing the agent")
-            else:
-                value = self.ctx.adapter.serve(self.task, self.runtime, method, payload)
+            else:  # a service's own model calls (a simulated user's) get at most the task's time left too
+                with task_deadline(self._time_left()):
+                    value = self.ctx.adapter.serve(self.task, self.runtime, method, payload)
             return {"t": "reply", "id": call_id, "ok": True, "value": value}
         except AgentCallRefused as exc:
             return {"t": "reply", "id": call_id, "ok": False, "error": str(exc)}
@@ -242,7 +243,8 @@ class _Job:
                                           **params)
         except ModelError as exc:
             self._record({"model": model.name, "ok": False, "error": str(exc)[:300]})
-            return {"error": str(exc), "events": events, "time_left_exceeded": isinstance(exc, TimeLeftExceeded)}
+            return {"error": str(exc), "events": events, "time_left_exceeded": isinstance(exc, TimeLeftExceeded),
+                    "model_working": bool(getattr(exc, "working", False))}
         self._answered(response, model.name)
         return {"response": response.model_dump(mode="json"), "events": events}  # `raw` too: recipes echo it
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from qitos.core.tools import Tool, ToolRegistry
 from qitos.models.base import ModelError
+from qitos.models.deadline import TimeLeftExceeded
 
 from . import errors
 from .data import RESPOND_ACTION
@@ -41,6 +42,7 @@ RESPOND_SCHEMA: dict[str, Any] = {
 # how the scoring side names a failure of a step (the user's model, an invalid action) -> the exception raised here
 STEP_FAILURES: dict[str, type[Exception]] = {
     "ModelError": ModelError,
+    "TimeLeftExceeded": TimeLeftExceeded,  # the task's time ran out waiting for a user model that had answered
     **{name: cls for name, cls in vars(errors).items() if isinstance(cls, type) and issubclass(cls, errors.TauError)},
 }
 

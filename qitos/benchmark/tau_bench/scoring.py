@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from qitos.models.base import ModelError, ModelResponse, Usage
+from qitos.models.deadline import TimeLeftExceeded
 
 from ..base import TaskRuntime
 from ..sides.contract import AgentCallRefused
@@ -171,6 +172,11 @@ class TauScoring:
         return reply
 
     def _failed(self, exc: Exception) -> dict[str, Any]:
+        if isinstance(exc, TimeLeftExceeded) and not getattr(self.user, "calls", 0):
+            # --task-timeout ran out waiting for a user model that never answered in this task: its endpoint
+            # hangs, a failure outside the agent (model_error: unscored, run again). One that had answered is
+            # treated as the agent's own model is: the task's time ran out (budget_time; models/deadline.py).
+            exc = ModelError(f"the simulated user's model never answered in this task: {exc}")
         self.failure = f"{type(exc).__name__}: {exc}"
         return {"failed": {"type": type(exc).__name__, "message": str(exc)}}
 
