@@ -1,0 +1,164 @@
+"""An agent cannot make its own failures "outside the agent" (unscored, run again): the scoring side decides.
+
+A third-party `--runner` written into a folder outside any repository gets every task wrong, then ends each run
+claiming a failure of the machine: it raises `ModelError` (as a dead endpoint would), raises ENOSPC (a full disk),
+or forges its outcome (`agent_process_died`, `cancelled`, `not_executed`); it also claims `model_error` after an
+endpoint failure it recovered from, and after a timeout it provoked by lowering its own client settings. Each such
+row is scored as the agent's failure (`error`, success false) with the claim in its metadata, and an identical
+rerun does not run it again. Tasks whose endpoint really failed (500s, seen by the scoring side's forwarder) stay
+unscored `model_error` and are run again. A real OpenAI-compatible server on loopback; task and batch modes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.platform.conftest import qit, rows, write_tasks
+from tests.support.openai_server import Fail, Hang, OpenAIServer, Reply
+
+# task number -> how the runner ends the run it is failing
+CLAIMS = {1: "raise-model-error", 2: "forge:agent_process_died", 3: "raise-enospc", 4: "forge:cancelled",
+          5: "forge:not_executed", 6: "recovered-then-model-error", 7: "lowered-then-model-error"}
+REAL_FAILURES = (8, 9)  # the endpoint answers these with 500s (the first run only)
+TASKS = 10
+
+CLAIMER = '''
+import errno
+import re
+import threading
+
+from qitos.core import AgentModule, Decision
+from qitos.models.base import ModelError
+
+CLAIMS = %r
+_FORGED = {}  # thread -> the stop reason its outcome will claim
+
+
+def _forge_outcomes():
+    """Replace the agent side's outcome type so a run's outcome names the stop reason this thread chose."""
+    import qitos.benchmark.sides.agent as side
+
+    if getattr(side.AgentOutcome, "forged", False):
+        return
+    real = side.AgentOutcome
+
+    def forged(**fields):
+        claim = _FORGED.pop(threading.get_ident(), None)
+        return real(**{**fields, "stop_reason": claim} if claim else fields)
+
+    forged.forged = True
+    side.AgentOutcome = forged
+
+
+class Claimer(AgentModule):
+    name = "claimer"
+
+    def __init__(self, model):
+        super().__init__(tools=[], system_prompt="Answer briefly.")
+        self.model = model
+
+    def decide(self, task, state):
+        number = int(re.search(r"What is (\\d+) ", task.objective).group(1))
+        ask = [{"role": "user", "content": task.objective}]
+        how = CLAIMS.get(number, "")
+        if how == "lowered-then-model-error":  # the endpoint is slow for it: a timeout it chose itself
+            self.model.complete(ask, max_retries=0, request_timeout=0.2)
+        try:
+            reply = self.model.complete(ask)
+        except ModelError:
+            if how != "recovered-then-model-error":
+                raise  # a real endpoint failure: model_error, which the scoring side saw
+            reply = self.model.complete(ask)  # the endpoint is back: answered
+        answer = (reply.text or "").replace("Final Answer:", "").strip()
+        if how in ("raise-model-error", "recovered-then-model-error"):
+            raise ModelError("the endpoint failed (so the agent says)")
+        if how == "raise-enospc":
+            raise OSError(errno.ENOSPC, "No space left on device (so the agent says)")
+        if how.startswith("forge:"):
+            _forge_outcomes()
+            _FORGED[threading.get_ident()] = how.partition(":")[2]
+        return Decision.final(answer)
+
+
+def build(ctx):
+    return Claimer(ctx.make_model())
+''' % (CLAIMS,)
+
+
+def _number(body: dict) -> int:
+    return int(re.search(r"What is (\d+) \+", json.dumps(body["messages"])).group(1))
+
+
+class Endpoint:
+    """Wrong answers for the claimers; 500s for REAL_FAILURES while `failing`; task 6's first call fails (it
+    recovers); task 7's first call is slow (its own 0.2 s timeout gives up)."""
+
+    def __init__(self) -> None:
+        self.failing, self.seen = True, set()
+
+    def __call__(self, body: dict):
+        number = _number(body)
+        first = number not in self.seen
+        self.seen.add(number)
+        if number in REAL_FAILURES:
+            return Fail(500, message="internal error") if self.failing else Reply(text=f"Final Answer: {2 * number}")
+        if number == 6 and first:
+            return Fail(500, message="internal error")
+        if number == 7 and first:
+            return Hang(1.0, then=Reply(text="Final Answer: late"))
+        return Reply(text=f"Final Answer: {2 * number + 1}")  # wrong
+
+
+def _run(folder: Path, server: OpenAIServer, mode: str):
+    """The runner's folder is its import root (snapshotted): tasks, results and traces are kept beside it."""
+    return qit("bench", "run", "-b", "jsonl", "--root", folder.parent / "tasks.jsonl", "--runner", "claimer_agent:build",
+               "--model-name", "gpt-x", "--base-url", server.base_url, "--max-retries", "1", "--request-timeout", "5",
+               "--agent-processes", mode, "--concurrency", "4", "--output", folder.parent / "r.jsonl",
+               "--trace-logdir", folder.parent / "runs", cwd=folder, env={"OPENAI_API_KEY": "sk-test"}, timeout=240)
+
+
+@pytest.mark.parametrize("mode", ["task", "batch"])
+def test_claimed_outside_failures_are_scored_and_not_rerun(tmp_path: Path, mode: str) -> None:
+    folder = tmp_path / "agent"
+    folder.mkdir()
+    (folder / "claimer_agent.py").write_text(CLAIMER)
+    write_tasks(tmp_path / "tasks.jsonl", TASKS)
+    endpoint = Endpoint()
+    with OpenAIServer(default=endpoint) as server:
+        first = _run(folder, server, mode)
+        assert first.returncode == 3, (first.returncode, first.stdout[-2000:], first.stderr[-3000:])
+        before = {r["task_id"]: r for r in rows(tmp_path / "r.jsonl")}
+        assert len(before) == TASKS
+        for number, how in CLAIMS.items():
+            row = before[f"t{number}"]
+            claimed = {"raise-model-error": "model_error", "recovered-then-model-error": "model_error",
+                       "lowered-then-model-error": "model_error", "raise-enospc": "disk_full"}.get(
+                how, how.partition(":")[2])
+            assert row["stop_reason"] == "error" and row["success"] is False, (how, row)
+            assert row["metadata"]["claimed_stop_reason"] == claimed, (how, row["metadata"])
+            assert f"ended its run '{claimed}', which the scoring side did not see" in row["error"], row["error"]
+            manifest = json.loads((Path(row["trace_run_dir"]) / "manifest.json").read_text())
+            assert manifest["summary"]["stop_reason"] == "error" and manifest["official_run"] is False
+            assert manifest["summary"]["failure_report"]["claimed_stop_reason"] == claimed
+        for number in REAL_FAILURES:  # the endpoint really failed: unscored, to be run again
+            row = before[f"t{number}"]
+            assert row["stop_reason"] == "model_error" and row["success"] is None, row
+            assert "claimed_stop_reason" not in (row.get("metadata") or {})
+        assert before["t0"]["stop_reason"] == "final" and before["t0"]["success"] is False
+        assert "failed outside the agent (unscored): 2 row(s): 2 model_error" in first.stdout, first.stdout
+
+        endpoint.failing = False
+        asked = len(server.requests)
+        second = _run(folder, server, mode)
+        assert second.returncode == 0, (second.stdout[-2000:], second.stderr[-3000:])
+        assert "2 row(s) failed outside the agent (model_error); running them again" in second.stderr, second.stderr
+        rerun = sorted({_number(r["body"]) for r in server.requests[asked:]})
+        assert rerun == list(REAL_FAILURES), rerun  # no claimer was run again
+    after = {r["task_id"]: r for r in rows(tmp_path / "r.jsonl")}
+    assert len(after) == TASKS
+    assert all(after[t] == before[t] for t in before if int(t[1:]) not in REAL_FAILURES)
+    assert all(after[f"t{n}"]["stop_reason"] == "final" and after[f"t{n}"]["success"] is True for n in REAL_FAILURES)
