@@ -3,7 +3,8 @@
 A third-party `--runner` written into a folder outside any repository gets every task wrong, then ends each run
 claiming a failure of the machine: it raises `ModelError` (as a dead endpoint would), raises ENOSPC (a full disk),
 or forges its outcome (`agent_process_died`, `cancelled`, `not_executed`); it also claims `model_error` after an
-endpoint failure it recovered from, and after a timeout it provoked by lowering its own client settings. Each such
+endpoint failure it recovered from, after a timeout it provoked by lowering its own client settings, and after
+a first call made just before the task's deadline (as a hanging endpoint would leave it). Each such
 row is scored as the agent's failure (`error`, success false) with the claim in its metadata, and an identical
 rerun does not run it again. Tasks whose endpoint really failed (500s, seen by the scoring side's forwarder) stay
 unscored `model_error` and are run again. A real OpenAI-compatible server on loopback; task and batch modes.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -22,14 +24,17 @@ from tests.support.openai_server import Fail, Hang, OpenAIServer, Reply
 
 # task number -> how the runner ends the run it is failing
 CLAIMS = {1: "raise-model-error", 2: "forge:agent_process_died", 3: "raise-enospc", 4: "forge:cancelled",
-          5: "forge:not_executed", 6: "recovered-then-model-error", 7: "lowered-then-model-error"}
+          5: "forge:not_executed", 6: "recovered-then-model-error", 7: "lowered-then-model-error",
+          10: "deadline-then-model-error"}
 REAL_FAILURES = (8, 9)  # the endpoint answers these with 500s (the first run only)
-TASKS = 10
+TASKS = 11
+TASK_TIMEOUT = 4
 
 CLAIMER = '''
 import errno
 import re
 import threading
+import time
 
 from qitos.core import AgentModule, Decision
 from qitos.models.base import ModelError
@@ -67,6 +72,8 @@ class Claimer(AgentModule):
         how = CLAIMS.get(number, "")
         if how == "lowered-then-model-error":  # the endpoint is slow for it: a timeout it chose itself
             self.model.complete(ask, max_retries=0, request_timeout=0.2)
+        if how == "deadline-then-model-error":  # its first call when the task's time is nearly gone
+            time.sleep(task.budget.max_runtime_seconds - 0.4)
         try:
             reply = self.model.complete(ask)
         except ModelError:
@@ -94,21 +101,21 @@ def _number(body: dict) -> int:
 
 
 class Endpoint:
-    """Wrong answers for the claimers; 500s for REAL_FAILURES while `failing`; task 6's first call fails (it
-    recovers); task 7's first call is slow (its own 0.2 s timeout gives up)."""
+    """Wrong answers for the claimers; 500s for REAL_FAILURES while `failing`; task 6's first call fails on both
+    attempts (it recovers on its next call); tasks 7 and 10 get slow replies (a 0.2 s timeout of its own, the
+    task's deadline, give up first)."""
 
     def __init__(self) -> None:
-        self.failing, self.seen = True, set()
+        self.failing, self.seen = True, Counter()
 
     def __call__(self, body: dict):
         number = _number(body)
-        first = number not in self.seen
-        self.seen.add(number)
+        self.seen[number] += 1
         if number in REAL_FAILURES:
             return Fail(500, message="internal error") if self.failing else Reply(text=f"Final Answer: {2 * number}")
-        if number == 6 and first:
+        if number == 6 and self.seen[number] <= 2:  # --max-retries 1: both attempts of its first call
             return Fail(500, message="internal error")
-        if number == 7 and first:
+        if number in (7, 10) and self.seen[number] == 1:
             return Hang(1.0, then=Reply(text="Final Answer: late"))
         return Reply(text=f"Final Answer: {2 * number + 1}")  # wrong
 
@@ -117,7 +124,7 @@ def _run(folder: Path, server: OpenAIServer, mode: str):
     """The runner's folder is its import root (snapshotted): tasks, results and traces are kept beside it."""
     return qit("bench", "run", "-b", "jsonl", "--root", folder.parent / "tasks.jsonl", "--runner", "claimer_agent:build",
                "--model-name", "gpt-x", "--base-url", server.base_url, "--max-retries", "1", "--request-timeout", "5",
-               "--agent-processes", mode, "--concurrency", "4", "--output", folder.parent / "r.jsonl",
+               "--agent-processes", mode, "--concurrency", "6", "--task-timeout", str(TASK_TIMEOUT), "--output", folder.parent / "r.jsonl",
                "--trace-logdir", folder.parent / "runs", cwd=folder, env={"OPENAI_API_KEY": "sk-test"}, timeout=240)
 
 
@@ -135,9 +142,7 @@ def test_claimed_outside_failures_are_scored_and_not_rerun(tmp_path: Path, mode:
         assert len(before) == TASKS
         for number, how in CLAIMS.items():
             row = before[f"t{number}"]
-            claimed = {"raise-model-error": "model_error", "recovered-then-model-error": "model_error",
-                       "lowered-then-model-error": "model_error", "raise-enospc": "disk_full"}.get(
-                how, how.partition(":")[2])
+            claimed = "disk_full" if how == "raise-enospc" else how.partition(":")[2] or "model_error"
             assert row["stop_reason"] == "error" and row["success"] is False, (how, row)
             assert row["metadata"]["claimed_stop_reason"] == claimed, (how, row["metadata"])
             assert f"ended its run '{claimed}', which the scoring side did not see" in row["error"], row["error"]
