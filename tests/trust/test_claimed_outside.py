@@ -27,7 +27,8 @@ CLAIMS = {1: "raise-model-error", 2: "forge:agent_process_died", 3: "raise-enosp
           5: "forge:not_executed", 6: "recovered-then-model-error", 7: "lowered-then-model-error",
           10: "deadline-then-model-error"}
 REAL_FAILURES = (8, 9)  # the endpoint answers these with 500s (the first run only)
-TASKS = 11
+TEXT_ONLY = 11  # an error whose text says ENOSPC (no claimed stop reason): still the agent's error
+TASKS = 12
 TASK_TIMEOUT = 4
 
 CLAIMER = '''
@@ -85,6 +86,8 @@ class Claimer(AgentModule):
             raise ModelError("the endpoint failed (so the agent says)")
         if how == "raise-enospc":
             raise OSError(errno.ENOSPC, "No space left on device (so the agent says)")
+        if number == %d:
+            raise RuntimeError("[Errno 28] No space left on device (so the agent's error text says)")
         if how.startswith("forge:"):
             _forge_outcomes()
             _FORGED[threading.get_ident()] = how.partition(":")[2]
@@ -93,7 +96,7 @@ class Claimer(AgentModule):
 
 def build(ctx):
     return Claimer(ctx.make_model())
-''' % (CLAIMS,)
+''' % (CLAIMS, TEXT_ONLY)
 
 
 def _number(body: dict) -> int:
@@ -154,6 +157,8 @@ def test_claimed_outside_failures_are_scored_and_not_rerun(tmp_path: Path, mode:
             assert row["stop_reason"] == "model_error" and row["success"] is None, row
             assert "claimed_stop_reason" not in (row.get("metadata") or {})
         assert before["t0"]["stop_reason"] == "final" and before["t0"]["success"] is False
+        text_only = before[f"t{TEXT_ONLY}"]
+        assert text_only["stop_reason"] == "error" and text_only["success"] is False, text_only
         assert "failed outside the agent (unscored): 2 row(s): 2 model_error" in first.stdout, first.stdout
 
         endpoint.failing = False
