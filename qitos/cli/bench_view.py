@@ -102,6 +102,14 @@ def incomplete_lines(outcome) -> list[str]:
     if outside:
         lines.append(f"failed outside the agent (unscored): {sum(outside.values())} row(s): "
                      + ", ".join(f"{n} {reason}" for reason, n in sorted(outside.items())))
+    claimed: dict[str, int] = {}  # outside failures the agent side claimed and the scoring side did not see
+    for r in outcome.rows:
+        reason = (r.metadata or {}).get("claimed_stop_reason")
+        if reason:
+            claimed[str(reason)] = claimed.get(str(reason), 0) + 1
+    if claimed:
+        lines.append(f"claimed by the agent, not seen by the scoring side (scored as errors, not run again): "
+                     f"{sum(claimed.values())} row(s): " + ", ".join(f"{n} {c}" for c, n in sorted(claimed.items())))
     if outcome.missing or outside:
         lines.append("incomplete: rerun the same command to run these tasks again")
     return lines

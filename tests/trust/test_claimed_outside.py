@@ -160,6 +160,8 @@ def test_claimed_outside_failures_are_scored_and_not_rerun(tmp_path: Path, mode:
         text_only = before[f"t{TEXT_ONLY}"]
         assert text_only["stop_reason"] == "error" and text_only["success"] is False, text_only
         assert "failed outside the agent (unscored): 2 row(s): 2 model_error" in first.stdout, first.stdout
+        assert ("claimed by the agent, not seen by the scoring side (scored as errors, not run again): 8 row(s): "
+                "1 agent_process_died, 1 cancelled, 1 disk_full, 4 model_error, 1 not_executed") in first.stdout
 
         endpoint.failing = False
         asked = len(server.requests)
