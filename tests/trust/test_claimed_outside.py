@@ -174,3 +174,22 @@ def test_claimed_outside_failures_are_scored_and_not_rerun(tmp_path: Path, mode:
     assert len(after) == TASKS
     assert all(after[t] == before[t] for t in before if int(t[1:]) not in REAL_FAILURES)
     assert all(after[f"t{n}"]["stop_reason"] == "final" and after[f"t{n}"]["success"] is True for n in REAL_FAILURES)
+
+
+def test_a_simulated_users_endpoint_failure_stays_outside_the_agent(tmp_path: Path, tau_data: Path) -> None:
+    """Tau-Bench's simulated user runs on the scoring side: when its endpoint fails (500s after the retries), the
+    agent side's `model_error` is backed by the scoring side's own evidence and stays unscored, run again."""
+    def reply(body: dict):
+        system = str(body["messages"][0].get("content")) if body["messages"] else ""
+        if "You are a user" in system and len(body["messages"]) > 2:  # the user's every turn after its first
+            return Fail(500, message="internal error")
+        return Reply(text="Hello, how can I help you?")
+
+    with OpenAIServer(default=reply) as server:
+        done = qit("bench", "run", "-b", "tau-bench", "--subset", "retail", "--split", "test", "--limit", "1",
+                   "--data-dir", tau_data.parent, "--model-name", "gpt-x", "--base-url", server.base_url,
+                   "--max-retries", "0", "--output", tmp_path / "r.jsonl", "--trace-logdir", tmp_path / "runs",
+                   cwd=tmp_path, env={"OPENAI_API_KEY": "sk-test"}, timeout=240)
+    (row,) = rows(tmp_path / "r.jsonl")
+    assert row["stop_reason"] == "model_error" and row["success"] is None, (row, done.stdout[-2000:])
+    assert "claimed_stop_reason" not in (row.get("metadata") or {})
