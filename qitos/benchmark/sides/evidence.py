@@ -17,8 +17,8 @@ name only what its own code decides (`AGENT_REPORTS`); everything else is the sc
   without an outcome, a worker's exit, its own setup and writes, the task's limits, its own cancel), never taken
   from an outcome the agent side sends.
 
-An outcome naming a reason it may not, or one this side did not see, becomes `error` (scored as a failure, the
-way the benchmark scores an agent that gave no answer) and the row's metadata keeps what was claimed
+An outcome naming a reason it may not, or one this side did not see, becomes `error` (scored by the benchmark's
+scorer like any run that ended `error`: on the answer it gave, if any) and the row's metadata keeps what was claimed
 (`claimed_stop_reason`). Not closed here: an agent that kills its own process is seen dying (`agent_process_died`)
 like one killed from outside; see docs/concepts.md.
 """
