@@ -85,6 +85,8 @@ def print_summary(plan, outcome) -> None:
     console.print(f"stop reasons: {reasons}")
     for line in incomplete_lines(outcome):
         console.print(f"[yellow]{line}[/]")
+    for line in claimed_lines(outcome):
+        console.print(f"[yellow]{line}[/]")
     console.print(f"results: {plan.output}   evaluate: qit bench eval --input {plan.output}")
 
 
@@ -102,17 +104,25 @@ def incomplete_lines(outcome) -> list[str]:
     if outside:
         lines.append(f"failed outside the agent (unscored): {sum(outside.values())} row(s): "
                      + ", ".join(f"{n} {reason}" for reason, n in sorted(outside.items())))
-    claimed: dict[str, int] = {}  # outside failures the agent side claimed and the scoring side did not see
-    for r in outcome.rows:
-        reason = (r.metadata or {}).get("claimed_stop_reason")
-        if reason:
-            claimed[str(reason)] = claimed.get(str(reason), 0) + 1
-    if claimed:
-        lines.append(f"claimed by the agent, not seen by the scoring side (scored as errors, not run again): "
-                     f"{sum(claimed.values())} row(s): " + ", ".join(f"{n} {c}" for c, n in sorted(claimed.items())))
     if outcome.missing or outside:
         lines.append("incomplete: rerun the same command to run these tasks again")
     return lines
+
+
+def claimed_lines(outcome) -> list[str]:
+    """Outside-the-agent failures the agent side claimed and the scoring side did not see (sides/evidence.py):
+    scored as errors, not run again. Counted by the run's tally when it has one, else over its rows."""
+    claimed = getattr(getattr(outcome, "tally", None), "claimed", None)
+    if claimed is None:
+        claimed = {}
+        for r in outcome.rows:
+            reason = (r.metadata or {}).get("claimed_stop_reason")
+            if reason:
+                claimed[str(reason)] = claimed.get(str(reason), 0) + 1
+    if not claimed:
+        return []
+    return [f"claimed by the agent, not seen by the scoring side (scored as errors, not run again): "
+            f"{sum(claimed.values())} row(s): " + ", ".join(f"{n} {c}" for c, n in sorted(claimed.items()))]
 
 
 def _plugin_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
