@@ -455,13 +455,16 @@ def _evaluated_row(ctx: JobContext, task: Task, trial: int, result: RunResult, v
         fields["error"] = report.get("traceback") or result.error
     if outside_agent(result.stop_reason):  # the machine failed, not the agent: never scored, run again
         return _row(ctx, task, trial, result.stop_reason.value, **{**fields, "success": None})
-    if result.stop_reason is StopReason.ERROR and disk_full(fields["error"]):
+    if result.stop_reason is StopReason.ERROR and not ctx.split and disk_full(fields["error"]):
+        # in one process the error is this side's own; a split run's error text is the agent side's word, and
+        # the scoring side names its own full disk itself (sides/evidence.py)
         return _row(ctx, task, trial, StopReason.DISK_FULL.value, **{**fields, "success": None})
+    claim = result.outside_claim or {}  # an outside reason the agent side claimed, overruled: kept for readers
     evaluation = verdict.evaluation
     if verdict.error is not None or evaluation is None:
-        return _row(ctx, task, trial, StopReason.ERROR.value,
+        return _row(ctx, task, trial, StopReason.ERROR.value, metadata={**task.metadata, **claim},
                     **{**fields, "success": None, "error": verdict.error or "the evaluation did not run"})
     if evaluation.prediction is not None:
         fields["prediction"] = evaluation.prediction
     return _row(ctx, task, trial, result.stop_reason.value, success=evaluation.success, score=evaluation.score,
-                metadata=evaluation.metadata, **fields)
+                metadata={**(evaluation.metadata or task.metadata), **claim}, **fields)

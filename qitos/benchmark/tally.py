@@ -13,6 +13,7 @@ from typing import Any
 from qitos.core.stop import OUTSIDE_AGENT
 
 from .floor import FloorCount
+from .sides.evidence import CLAIM_KEY
 from .metrics import proportion
 
 FAILED_REASONS = frozenset({"error", *OUTSIDE_AGENT})  # the run itself failed, not the agent at the task
@@ -27,6 +28,7 @@ class RunTally:
         self.tokens = 0
         self.cost = 0.0
         self.reasons: Counter = Counter()
+        self.claimed: Counter = Counter()  # outside failures the agent claimed and the scoring side overruled
         self.floor = FloorCount()
 
     def add(self, row: Any) -> None:
@@ -40,6 +42,9 @@ class RunTally:
         self.tokens += row.token_usage.total_tokens
         self.cost += row.cost or 0.0
         self.floor.add({"task_id": row.task_id, "success": row.success, "metadata": row.metadata})
+        claimed = (row.metadata or {}).get(CLAIM_KEY)
+        if claimed:
+            self.claimed[str(claimed)] += 1
 
     @property
     def outside(self) -> dict[str, int]:

@@ -78,6 +78,8 @@ def print_summary(plan, outcome) -> None:
     console.print(f"stop reasons: {dict(tally.reasons)}")
     for line in incomplete_lines(outcome):
         console.print(f"[yellow]{line}[/]")
+    for line in claimed_lines(outcome):
+        console.print(f"[yellow]{line}[/]")
     console.print(f"results: {plan.output}   evaluate: qit bench eval --input {plan.output}")
 
 
@@ -93,6 +95,16 @@ def incomplete_lines(outcome) -> list[str]:
     if outcome.missing or outside:
         lines.append("incomplete: rerun the same command to run these tasks again")
     return lines
+
+
+def claimed_lines(outcome) -> list[str]:
+    """Outside-the-agent failures the agent side claimed and the scoring side did not see (sides/evidence.py):
+    scored as errors, not run again."""
+    claimed = outcome.tally.claimed
+    if not claimed:
+        return []
+    return [f"claimed by the agent, not seen by the scoring side (scored as errors, not run again): "
+            f"{sum(claimed.values())} row(s): " + ", ".join(f"{n} {c}" for c, n in sorted(claimed.items()))]
 
 
 def _plugin_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -48,6 +48,8 @@ class RunResult(BaseModel):
     run_spec_ref: str | None = None
     official_run: bool = False
     final_state: Any = None  # a benchmark environment's final state as the agent side returned it (for scoring)
+    # a stop reason outside the agent that the agent side claimed and the scoring side overruled (sides/evidence.py)
+    outside_claim: dict[str, Any] | None = None
 
 
 def _without_images(message: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 `OUTSIDE_AGENT` is the one list of reasons that say the machine failed, not the agent: a row ending in one of
 them is never scored (`success: null`), counts against coverage, and a plain rerun of the same command runs its
-task again (see docs/concepts.md).
+task again (see docs/concepts.md). In a benchmark run only the scoring side gives them, from what it saw itself;
+an agent side that claims one it did not see ends `error` (`qitos.benchmark.sides.evidence`).
 """
 
 from __future__ import annotations

@@ -58,7 +58,17 @@ EventSink = Callable[[str, dict[str, Any]], None]
 
 
 class ModelError(Exception):
-    """The model could not answer after every retry (becomes stop reason `model_error`)."""
+    """The model could not answer after every retry (becomes stop reason `model_error`).
+
+    `endpoint` says whose failure it was, as the client that called saw it: True when the endpoint (or the run's
+    own settings: its key, its model name) failed -- 5xx, 429 or 408 after the retries, timeouts, connection
+    errors, a reply that is no chat completion, 401/403/404; False when the endpoint refused the request itself
+    (another 4xx: a context too long, a bad parameter); None when the client cannot tell. The benchmark's scoring
+    side counts only True (and None from its own models) as a failure outside the agent (sides/evidence.py)."""
+
+    def __init__(self, *args: object, endpoint: bool | None = None) -> None:
+        super().__init__(*args)
+        self.endpoint = endpoint
 
 
 class ModelConfigError(ValueError):

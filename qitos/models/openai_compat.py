@@ -252,22 +252,22 @@ class OpenAICompatModel:
             if failure_reply:
                 return self._failure(last)
             raise ModelError(f"model '{self.name}' at {self.shown_url} failed after {max_retries + 1} attempts: "
-                             f"{type(last).__name__}: {str(last)[:300]}") from None
+                             f"{type(last).__name__}: {str(last)[:300]}", endpoint=_retryable(last)) from None
         except _BadReply as exc:
             if failure_reply:
                 return self._failure(exc)
-            raise ModelError(f"model '{self.name}' at {self.shown_url}: {exc}") from None
+            raise ModelError(f"model '{self.name}' at {self.shown_url}: {exc}", endpoint=True) from None
         except Exception as exc:
             if failure_reply and _is_api_error(exc):
                 return self._failure(exc)
             if _status(exc) in (401, 403):
                 raise ModelError(f"model '{self.name}' at {self.shown_url} refused the API key from "
-                                 f"{self.api_key_env} ({_status(exc)}); check the key") from None
+                                 f"{self.api_key_env} ({_status(exc)}); check the key", endpoint=True) from None
             if _status(exc) == 404:
                 raise ModelError(f"model '{self.name}' not found at {self.shown_url} (404); "
-                                 "check --model-name") from None
+                                 "check --model-name", endpoint=True) from None
             raise ModelError(f"model '{self.name}' at {self.shown_url}: {type(exc).__name__}: "
-                             f"{str(exc)[:300]}") from None
+                             f"{str(exc)[:300]}", endpoint=True if _retryable(exc) else False) from None
         raise ModelError("unreachable")  # pragma: no cover
 
     def _failure(self, exc: BaseException) -> ModelResponse:

@@ -31,6 +31,7 @@ class RunFacts:
     # benchmark runs: (was the agent side in its own confined process, why / how); None outside benchmarks
     isolation: tuple[bool, str] | None = None
     stop_reason: str | None = None  # how the run ended (None while it is in progress)
+    uncounted: str | None = None  # which of the agent's model calls could not be counted, and why
 
 
 FAILED_RUN_REASONS = frozenset({"error", "model_error"})
@@ -201,10 +202,12 @@ def official_checks(spec: RunSpec, experiment: ExperimentSpec | None, trace: tup
         checks.append(OfficialCheck(check="model_called", passed=True, detail="the recipe calls no model"))
         checks.append(OfficialCheck(check="model_answered", passed=True, detail="the recipe calls no model"))
     else:
-        checks.append(OfficialCheck(
-            check="model_called", passed=facts.model_calls > 0,
-            detail=f"{facts.model_calls} model call(s)" if facts.model_calls else
-            "the agent made no model call (an agent that answers without its model is not a baseline)"))
+        detail = (f"{facts.model_calls} model call(s)" if facts.model_calls else
+                  "the agent made no model call (an agent that answers without its model is not a baseline)")
+        if facts.uncounted:  # say what was not seen, rather than that nothing was called
+            detail = (f"{facts.model_calls} model call(s) counted; {facts.uncounted}" if facts.model_calls else
+                      f"no model call counted: {facts.uncounted}")
+        checks.append(OfficialCheck(check="model_called", passed=facts.model_calls > 0, detail=detail))
         checks.append(_model_answered(facts))
     if facts.isolation is not None:
         checks.append(OfficialCheck(check="agent_isolated", passed=facts.isolation[0], detail=facts.isolation[1]))

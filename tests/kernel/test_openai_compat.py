@@ -105,6 +105,18 @@ def test_client_errors_are_not_retried(server, key):
     assert len(server.requests) == 1
 
 
+@pytest.mark.parametrize("answer,endpoint", [
+    (Fail(500), True), (Fail(429), True), (Fail(401), True), (Fail(404), True),
+    (Raw('{"choices": []}', content_type="application/json"), True), (Raw("<html>", status=200), True),
+    (Fail(400, message="context too long"), False), (Fail(422), False), (Fail(413), False)])
+def test_a_model_error_says_whether_the_endpoint_or_the_request_failed(server, key, answer, endpoint):
+    """`ModelError.endpoint`: the scoring side counts only endpoint failures as outside the agent (evidence.py)."""
+    server.default = lambda body: answer
+    with pytest.raises(ModelError) as failed:
+        model(server, key, max_retries=1).complete([{"role": "user", "content": "x"}])
+    assert failed.value.endpoint is endpoint, (answer, str(failed.value))
+
+
 def test_malformed_tool_arguments_reach_the_parser(server, key):
     server.queue.append(Reply(tool_calls=[{"name": "lookup", "arguments": "{not json"}]))
     resp = model(server, key).complete([{"role": "user", "content": "x"}])

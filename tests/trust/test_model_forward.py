@@ -91,7 +91,9 @@ def _assert_forgery_failed(out: list[dict]) -> None:
         assert manifest["official_run"] is False  # ... but without a model call it is not a baseline's
         checks = {c["check"]: c for c in manifest["official_checks"]}
         assert checks["model_called"]["passed"] is False, checks["model_called"]
-        assert checks["model_called"]["detail"].startswith("the agent made no model call")
+        # batch mode (jsonl's default) says its own client's calls were not counted; task mode that none was made
+        assert checks["model_called"]["detail"].startswith(("the agent made no model call", "no model call counted: "
+                                                            "calls of the --runner's own OpenAI client were not counted"))
         assert checks["model_answered"]["passed"] is False
         assert manifest["summary"]["token_usage"]["total_tokens"] == 0 and not manifest["summary"]["cost"]
         kinds = [e["kind"] for e in _events(row)]

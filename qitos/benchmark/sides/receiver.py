@@ -21,6 +21,7 @@ import base64
 import hashlib
 from typing import Any, Callable
 
+from qitos.core.stop import is_disk_full
 from qitos.spec.run_spec import ExperimentSpec, RunSpec
 from qitos.trace.schema import OfficialCheck, RunSummary
 from qitos.trace.writer import TraceWriter
@@ -92,6 +93,8 @@ class TraceReceiver:
         except StreamError:
             raise
         except Exception as exc:  # noqa: BLE001 - a malformed record from the agent side
+            if is_disk_full(exc):  # this side's write failed, not the agent's record: the job ends disk_full
+                raise
             raise StreamError(f"the agent side sent a trace record that cannot be written ({kind}): "
                               f"{type(exc).__name__}: {exc}") from None
 

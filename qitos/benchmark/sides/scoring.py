@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qitos.core.engine import RunResult
-from qitos.core.stop import StopReason, run_status
+from qitos.core.stop import StopReason, is_disk_full, run_status
 from qitos.core.task import Task
 from qitos.models.base import ModelError, Usage
 from qitos.models.deadline import TimeLeftExceeded, task_deadline
@@ -28,6 +28,7 @@ from qitos.trace.writer import TraceWriter, new_run_id
 
 from ..base import TaskRuntime
 from .contract import AgentCallRefused, AgentJob, AgentOutcome
+from .evidence import OutsideEvidence, lowered_by_agent, observed_factory, relay_failed
 from .host import START_TIMEOUT_SECONDS
 from .limits import STOP_REASONS
 from .receiver import AssetQuotaExceeded, StreamError, TraceReceiver
@@ -40,6 +41,10 @@ if TYPE_CHECKING:
 MODEL_FIELDS = ("model_name", "model_family", "model_provider", "base_url_host")
 CANCEL_GRACE_SECONDS = 30.0  # after a cancel, how long the agent side may take to end its run
 DEADLINE_GRACE_SECONDS = 120.0  # beyond the task's own time budget, before the scoring side gives up
+# a --runner's own client in --agent-processes batch: not relayed (tasks share one process and its environment,
+# so a call could not be told apart by task), hence not counted (docs/security.md)
+UNCOUNTED_BATCH_CLIENT = ("calls of the --runner's own OpenAI client were not counted: in --agent-processes batch it "
+                          "is not relayed through the scoring side (run with --agent-processes task to count them)")
 
 
 def trusted_run_spec(ctx: "JobContext", task: Task, description: dict[str, Any]) -> RunSpec:
@@ -136,6 +141,8 @@ class _Job:
         self.usage, self.cost = Usage(), 0.0  # of the answers, as the model reported them to this side
         self.lock = threading.Lock()  # the trace and the counts, written by this job's loop and its model calls
         self.started: float | None = None  # when the job was sent: forwarded calls get the task's time left
+        self.evidence = OutsideEvidence(task.budget.max_runtime_seconds)  # what this side saw fail (evidence.py)
+        self.claim: dict[str, Any] | None = None  # an outcome the agent side claimed and this side overruled
 
     def converse(self, job: AgentJob) -> AgentOutcome:
         host = self.ctx.agent_host()
@@ -181,7 +188,9 @@ class _Job:
                 elif kind == "done":
                     if watch.check(force=True):  # a limit reached on the way (a subprocess the OOM killer ended)
                         return self._limit_outcome(watch)
-                    return AgentOutcome.model_validate(message.get("outcome") or {})
+                    outcome = AgentOutcome.model_validate(message.get("outcome") or {})
+                    self.claim = self.evidence.vet(outcome, self.ctx.cancel_event.is_set())  # its word, checked
+                    return outcome
                 else:
                     raise StreamError(f"unexpected message {kind!r} from the agent side")
         except WireClosed as exc:
@@ -219,6 +228,8 @@ class _Job:
         except AgentCallRefused as exc:
             return {"t": "reply", "id": call_id, "ok": False, "error": str(exc)}
         except Exception as exc:  # noqa: BLE001 - a failing service is the agent's observation, not a crash here
+            if is_disk_full(exc):  # this side's own write (the trace, a service's files): the job ends disk_full
+                self.evidence.disk_full = f"{type(exc).__name__}: {exc}"
             return {"t": "reply", "id": call_id, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
 
     def _complete(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -236,13 +247,18 @@ class _Job:
             raise AgentCallRefused("model.complete takes a list of messages and a list of tools (or none)")
         with self.lock:
             self.model_calls += 1
+        given = self._time_left()
         try:
-            with task_deadline(self._time_left()):  # --task-timeout bounds the wait (models/deadline.py)
+            with task_deadline(given):  # --task-timeout bounds the wait (models/deadline.py)
                 response = model.complete(messages, tools,
                                           on_event=lambda kind, data: events.append({"kind": kind, "payload": data}),
                                           **params)
         except ModelError as exc:
             self._record({"model": model.name, "ok": False, "error": str(exc)[:300]})
+            chose = lowered_by_agent(model, params) or (f"the agent named model '{name}'" if model is not self.model
+                                                         else None)
+            self.evidence.failed_call(exc, given=given, request_timeout=getattr(model, "request_timeout", None),
+                                      agent_chose=chose)
             return {"error": str(exc), "events": events, "time_left_exceeded": isinstance(exc, TimeLeftExceeded),
                     "model_working": bool(getattr(exc, "working", False))}
         self._answered(response, model.name)
@@ -274,12 +290,15 @@ class _Job:
             status, answer = getattr(exc, "status_code", None), getattr(exc, "response", None)
             error = f"{type(exc).__name__}: {str(exc)[:300]}"
             self._record({"model": str(body.get("model")), "ok": False, "error": error})
+            self.evidence.failed_call(exc, given=left, request_timeout=getattr(self.model, "request_timeout", None),
+                                      agent_chose=None if relay_failed(exc) else "the endpoint refused the request")
             return {"status": status or 502,
                     "body": answer.text if answer is not None else {"error": {"message": error}}}
         self._answered(self.model._to_response(raw, time.perf_counter() - started, 1), str(body.get("model")))
         return {"status": 200, "body": raw}
 
     def _answered(self, response: Any, name: str) -> None:
+        self.evidence.answered_call()
         with self.lock:
             self.model_responses += 1
             self.usage = self.usage + response.usage
@@ -313,6 +332,7 @@ def run_split(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime, t
                              limits=ctx.cfg.limits)
     conversation = _Job(ctx, task, runtime, receiver)
     runtime.trace_event = lambda kind, payload: writer.event(kind, "ACT", payload)  # scoring-side services' events
+    runtime.make_model = observed_factory(runtime.make_model, conversation.evidence)  # their failures: evidence
     started = time.monotonic()
     try:
         outcome = conversation.converse(agent_job(ctx, task, trial, runtime, writer.run_id))
@@ -320,14 +340,20 @@ def run_split(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime, t
         outcome = AgentOutcome(stop_reason=StopReason.ASSET_QUOTA.value, error=str(exc))
     except StreamError as exc:
         outcome = AgentOutcome(stop_reason=StopReason.ERROR.value, error=str(exc))
+    except Exception as exc:  # this side's own write of the trace found the disk full
+        if not is_disk_full(exc):
+            raise
+        outcome = AgentOutcome(stop_reason=StopReason.DISK_FULL.value, error=f"{type(exc).__name__}: {exc}")
     try:
         reason = StopReason(outcome.stop_reason)
     except ValueError:
         reason, outcome.error = StopReason.ERROR, f"the agent side reported an unknown stop reason {outcome.stop_reason!r}"
     summary = receiver.final[1] if receiver.final else RunSummary()
     status = run_status(reason)  # from the stop reason, whatever status the agent side wrote
-    summary = summary.model_copy(update={"stop_reason": reason.value, "failure_report": summary.failure_report
-                                         or outcome.failure or ({"message": outcome.error} if outcome.error else None)})
+    report = summary.failure_report or outcome.failure or ({"message": outcome.error} if outcome.error else None)
+    if conversation.claim is not None:  # the agent side's claimed end, overruled: say so, not what it wrote
+        report = {"type": "ClaimOverruled", "message": outcome.error, **conversation.claim}
+    summary = summary.model_copy(update={"stop_reason": reason.value, "failure_report": report})
     if ctx.model_is_proxied():  # tokens and cost of the calls this side made, whatever the agent side counted
         summary.token_usage = TokenUsage(**conversation.usage.model_dump())
         summary.cost = conversation.cost
@@ -343,10 +369,12 @@ def run_split(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime, t
                        final_answer=outcome.final_answer if outcome.final_answer is not None else summary.final_result,
                        steps=outcome.steps or summary.steps, usage=usage, cost=summary.cost,
                        latency_seconds=summary.latency_seconds, error=outcome.error,
-                       run_spec_ref=receiver.spec.fingerprint(), final_state=outcome.final_state)
+                       run_spec_ref=receiver.spec.fingerprint(), final_state=outcome.final_state,
+                       outside_claim=conversation.claim)
     evaluation = verdict(result) if reason is not StopReason.CANCELLED else None
     ctx.record_closure(writer.run_dir)  # the snapshot's sources; never the closure the agent side reports
-    facts = RunFacts(model_calls=calls, model_responses=answered, isolation=ctx.isolation(), stop_reason=reason.value)
+    facts = RunFacts(model_calls=calls, model_responses=answered, isolation=ctx.isolation(), stop_reason=reason.value,
+                     uncounted=UNCOUNTED_BATCH_CLIENT if ctx.runner_brings_client() and not ctx.model_relayed() else None)
     checks = official_checks(receiver.spec, ctx.experiment, writer.integrity(), facts)
     with conversation.lock:  # a model call still in flight (cancelled, past the deadline) writes nothing after this
         receiver.finish(status, summary, checks, evaluation)
