@@ -335,7 +335,8 @@ def run_split(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime, t
                        run_spec_ref=receiver.spec.fingerprint(), final_state=outcome.final_state)
     evaluation = verdict(result) if reason is not StopReason.CANCELLED else None
     ctx.record_closure(writer.run_dir)  # the snapshot's sources; never the closure the agent side reports
-    facts = RunFacts(model_calls=calls, model_responses=answered, isolation=ctx.isolation(), stop_reason=reason.value)
+    facts = RunFacts(model_calls=calls, model_responses=answered, isolation=ctx.isolation(), stop_reason=reason.value,
+                     scorer_isolation=getattr(getattr(verdict, "evaluation", None), "scorer_isolation", None))
     checks = official_checks(receiver.spec, ctx.experiment, writer.integrity(), facts)
     with conversation.lock:  # a model call still in flight (cancelled, past the deadline) writes nothing after this
         receiver.finish(status, summary, checks, evaluation)

@@ -1,0 +1,196 @@
+"""Scoring side: where upstream's OSWorld metrics run. Never in this process, when bubblewrap works here.
+
+Upstream's metrics read what the agent made: files fetched from the VM and values it can set (a gsettings string
+`check_gnome_favorite_apps` passes to `eval`, a Python file `check_python_file_by_test_suite` imports and runs). The
+scoring process holds every task's gold and the results file, so a metric runs elsewhere: each evaluation gets a
+`BwrapSandbox` of its own (the command sandbox: no network, a private /tmp and home, every capability dropped, a
+time, memory, process and disk limit), and each metric call of it is one short-lived process there
+(`scorer_main.py`). What that process sees, read-only: the system, the Python installation, QitOS's package and the
+checkout's `desktop_env/evaluators`. Read-write, as `/task`: a private copy of the files this evaluation's getters
+fetched (the VM's files and the task's gold files), and nothing else of the task's cache dir. The values the
+getters returned and the task's options go in on stdin, paths rewritten to the copy; a number comes back.
+
+The scoring side believes only a finite number in [0, 1] (upstream's metrics' range). A metric that raises is
+named as the in-process path names it (`<Exception>: <message>`); past its time or memory, or answering anything
+else, the evaluation ends `error` with the reason (`ScorerFailed`). Code a metric runs (the agent's Python) can
+still decide that metric's own answer, as it can upstream; it can no longer reach anything else.
+
+Without bubblewrap the metrics run in this process, as before, and the run is not official (`scorer_isolated`).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import math
+import os
+import pickle
+import shutil
+import stat
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from ..sandbox import BwrapSandbox, SandboxSetupError, SandboxUnavailable, remove_tree
+from ..sandbox_limits import GIB, SandboxLimits, human
+from .errors import OSWorldError
+from .upstream import OPTIONAL_PACKAGES, OptionalPackageMissing, UpstreamEvaluators
+
+SCORER_SCRIPT = Path(__file__).resolve().parent / "scorer_main.py"
+TASK = "/task"
+MAX_ANSWER_BYTES = 8192
+
+# one metric call: (metric name, positional arguments, options) -> its value
+MetricCall = Callable[[str, tuple[Any, ...], dict[str, Any]], Any]
+
+
+class ScorerFailed(OSWorldError):
+    """The confined scorer gave no score: it ran past a limit, or answered something that is not one."""
+
+
+class MetricRaised(OSWorldError):
+    """Upstream's metric raised in the scorer; `str()` names it as the in-process path does."""
+
+
+@dataclass(frozen=True)
+class ScorerLimits:
+    """Per metric call (time) and per evaluation's sandbox (memory, processes, disk: the copied files count)."""
+
+    seconds: float = 300.0
+    memory_bytes: int = 4 * GIB
+    max_processes: int = 128
+    disk_bytes: int = 8 * GIB
+
+    def describe(self) -> str:
+        return (f"{self.seconds:g} s, {human(self.memory_bytes)} of memory, {self.max_processes} processes, "
+                f"{human(self.disk_bytes)} of disk per metric")
+
+
+def scorer_isolation() -> tuple[bool, str]:
+    """(will metrics run confined here, how / why not): the `scorer_isolated` check's verdict."""
+    ok, reason = BwrapSandbox.available()
+    if ok:
+        return True, ("upstream's metrics ran in a bubblewrap scorer process of their own per evaluation: no network, "
+                      "only the evaluation's fetched files and expected values, limited in time and memory")
+    return False, (f"upstream's metrics ran in the scoring process, on files and values from the VM the agent "
+                   f"controls: {reason}")
+
+
+@contextlib.contextmanager
+def metric_runner(evaluators: UpstreamEvaluators, cache_dir: Path, confined: bool | None = None,
+                  limits: ScorerLimits | None = None) -> Iterator[MetricCall]:
+    """One evaluation's way to call metrics: confined when `confined` (None: when bubblewrap works here)."""
+    if confined is None:
+        confined = BwrapSandbox.available()[0]
+    if not confined:
+        yield lambda name, args, options: evaluators.metric(name)(*args, **options)  # type: ignore[misc]
+        return
+    with ConfinedScorer(evaluators, cache_dir, limits or ScorerLimits()) as scorer:
+        yield scorer.call
+
+
+class ConfinedScorer:
+    """The sandbox of one evaluation; `call` runs one metric in a fresh process there."""
+
+    def __init__(self, evaluators: UpstreamEvaluators, cache_dir: Path, limits: ScorerLimits) -> None:
+        self.evaluators, self.limits = evaluators, limits
+        given = str(cache_dir).rstrip("/")
+        self.prefixes = sorted({given, os.path.abspath(given), os.path.realpath(given)}, key=len, reverse=True)
+        self.private = Path(tempfile.mkdtemp(prefix="qitos-osworld-scorer-"))
+        self.copy = self.private / "task"
+        self.copy.mkdir()
+        import qitos
+
+        from ..sides.confine import python_paths
+
+        self.sandbox = BwrapSandbox(
+            self.copy, network=False, timeout_seconds=limits.seconds, max_output_bytes=MAX_ANSWER_BYTES,
+            ro_binds=[*python_paths(), str(evaluators.root)],
+            env={"PYTHONPATH": str(Path(qitos.__file__).resolve().parent.parent), "PYTHONDONTWRITEBYTECODE": "1",
+                 "PYTHONNOUSERSITE": "1"},
+            limits=SandboxLimits(memory_bytes=limits.memory_bytes, max_processes=limits.max_processes,
+                                 disk_bytes=limits.disk_bytes))
+
+    def __enter__(self) -> ConfinedScorer:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.sandbox.close()
+        remove_tree(self.private)
+
+    def call(self, name: str, args: tuple[Any, ...], options: dict[str, Any]) -> float:
+        function = self.evaluators.metric(name)
+        module = getattr(function, "__module__", "") or ""
+        job = {"checkout": str(self.evaluators.root.parent.parent), "func": name,
+               "module": module[len(self.evaluators.namespace) + 1:], "attr": getattr(function, "__name__", name),
+               "args": self._inside(args), "options": options}
+        try:
+            payload = base64.b64encode(pickle.dumps(job)).decode()
+        except Exception as exc:  # noqa: BLE001 - a getter's value that cannot travel is named
+            raise ScorerFailed(f"{name}: the getters' values cannot be sent to the scorer: {exc}") from None
+        try:
+            done = self.sandbox.run([sys.executable, str(SCORER_SCRIPT)], stdin=payload)
+        except (SandboxSetupError, SandboxUnavailable) as exc:
+            raise ScorerFailed(f"{name}: the scorer sandbox did not start: {exc}") from None
+        if done.timed_out:
+            raise ScorerFailed(f"{name}: the metric ran past the scorer's time limit ({self.limits.seconds:g} s)")
+        if done.limit:
+            raise ScorerFailed(f"{name}: the metric reached the scorer's {done.limit} limit "
+                               f"({self.limits.describe()})")
+        return _score(name, done.stdout, done.exit_code, done.stderr)
+
+    def _inside(self, value: Any) -> Any:
+        """`value` with each path into the cache dir pointing at its copy under `/task` (copied on first use)."""
+        if isinstance(value, str):
+            for prefix in self.prefixes:
+                if value.startswith(prefix + "/"):
+                    rel = os.path.normpath(value[len(prefix) + 1:])
+                    if rel.startswith("..") or os.path.isabs(rel):
+                        return value
+                    self._copy(Path(prefix) / rel, self.copy / rel)
+                    return f"{TASK}/{rel}"
+            return value
+        if type(value) in (list, tuple):
+            return type(value)(self._inside(v) for v in value)
+        if type(value) is dict:
+            return {k: self._inside(v) for k, v in value.items()}
+        return value
+
+    @staticmethod
+    def _copy(source: Path, target: Path) -> None:
+        """A regular file or a folder, readable by the sandbox user; symlinks stay links (to nothing inside)."""
+        if target.exists() or target.is_symlink() or not (source.is_file() or source.is_dir()) or source.is_symlink():
+            return
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, symlinks=True)
+        else:
+            shutil.copyfile(source, target, follow_symlinks=False)
+        for path in [target, *(target.rglob("*") if target.is_dir() else [])]:
+            if not path.is_symlink():
+                path.chmod(path.stat().st_mode | stat.S_IRUSR | stat.S_IWUSR | stat.S_IROTH
+                           | (stat.S_IXUSR | stat.S_IXOTH if path.is_dir() else 0))
+
+
+def _score(name: str, stdout: str, exit_code: int | None, stderr: str) -> float:
+    """The one number the scorer may answer, or why there is none."""
+    lines = stdout.strip().splitlines()
+    try:
+        answer = json.loads(lines[-1]) if len(lines) == 1 else None
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        tail = stderr.strip().splitlines()[-1:] or [f"exit code {exit_code}"]
+        raise ScorerFailed(f"{name}: the scorer answered no score ({tail[0][:300]})")
+    if answer.get("kind") == "optional_package" and answer.get("package") in OPTIONAL_PACKAGES.values():
+        raise OptionalPackageMissing(answer["package"])
+    if answer.get("kind") == "exception" and isinstance(answer.get("error"), str):
+        raise MetricRaised(answer["error"])
+    score = answer.get("score")
+    if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score) \
+            or not 0.0 <= score <= 1.0:
+        raise ScorerFailed(f"{name}: the scorer answered {str(answer)[:200]}, not a score in [0, 1]")
+    return float(score)
