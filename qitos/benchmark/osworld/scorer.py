@@ -99,6 +99,8 @@ class ConfinedScorer:
         self.evaluators, self.limits = evaluators, limits
         given = str(cache_dir).rstrip("/")
         self.prefixes = sorted({given, os.path.abspath(given), os.path.realpath(given)}, key=len, reverse=True)
+        self.cache = Path(os.path.abspath(given))
+        self.stamps = dict(_files(self.cache))  # the task's cache before the getters ran (setup downloads)
         self.private = Path(tempfile.mkdtemp(prefix="qitos-osworld-scorer-"))
         self.copy = self.private / "task"
         self.copy.mkdir()
@@ -108,7 +110,7 @@ class ConfinedScorer:
 
         self.sandbox = BwrapSandbox(
             self.copy, network=False, timeout_seconds=limits.seconds, max_output_bytes=MAX_ANSWER_BYTES,
-            ro_binds=[*python_paths(), str(evaluators.root)],
+            python_ro=python_paths(), ro_binds=[str(evaluators.root)],
             env={"PYTHONPATH": str(Path(qitos.__file__).resolve().parent.parent), "PYTHONDONTWRITEBYTECODE": "1",
                  "PYTHONNOUSERSITE": "1"},
             limits=SandboxLimits(memory_bytes=limits.memory_bytes, max_processes=limits.max_processes,
@@ -122,6 +124,7 @@ class ConfinedScorer:
         remove_tree(self.private)
 
     def call(self, name: str, args: tuple[Any, ...], options: dict[str, Any]) -> float:
+        self._fetched()
         function = self.evaluators.metric(name)
         module = getattr(function, "__module__", "") or ""
         job = {"checkout": str(self.evaluators.root.parent.parent), "func": name,
@@ -159,20 +162,42 @@ class ConfinedScorer:
             return {k: self._inside(v) for k, v in value.items()}
         return value
 
-    @staticmethod
-    def _copy(source: Path, target: Path) -> None:
-        """A regular file or a folder, readable by the sandbox user; symlinks stay links (to nothing inside)."""
-        if target.exists() or target.is_symlink() or not (source.is_file() or source.is_dir()) or source.is_symlink():
+    def _fetched(self) -> None:
+        """Copy what the getters wrote into the cache since this evaluation began: the files they return and those
+        beside them (a multi-file `vm_file` returns only the first; a test suite imports the others)."""
+        for rel, stamp in _files(self.cache):
+            if self.stamps.get(rel) != stamp:
+                self.stamps[rel] = stamp
+                self._copy(self.cache / rel, self.copy / rel, replace=True)
+
+    def _copy(self, source: Path, target: Path, replace: bool = False) -> None:
+        """A regular file or a folder's regular files, readable by the sandbox user; never a symlink."""
+        if source.is_symlink() or not (source.is_file() or source.is_dir()) or (target.exists() and not replace):
             return
-        target.parent.mkdir(parents=True, exist_ok=True)
         if source.is_dir():
-            shutil.copytree(source, target, symlinks=True)
-        else:
-            shutil.copyfile(source, target, follow_symlinks=False)
-        for path in [target, *(target.rglob("*") if target.is_dir() else [])]:
-            if not path.is_symlink():
-                path.chmod(path.stat().st_mode | stat.S_IRUSR | stat.S_IWUSR | stat.S_IROTH
-                           | (stat.S_IXUSR | stat.S_IXOTH if path.is_dir() else 0))
+            for rel, _ in _files(source):
+                self._copy(source / rel, target / rel, replace)
+            return
+        for folder in [*reversed(target.relative_to(self.copy).parents)][1:]:
+            (self.copy / folder).mkdir(exist_ok=True)
+            (self.copy / folder).chmod(0o755)
+        shutil.copyfile(source, target, follow_symlinks=False)
+        target.chmod(0o644)
+
+
+def _files(root: Path) -> list[tuple[str, tuple[int, int]]]:
+    """(relative path, (mtime, size)) of every regular file under `root`, symlinks not followed."""
+    found = []
+    for folder, dirs, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                found.append((os.path.relpath(path, root), (info.st_mtime_ns, info.st_size)))
+    return found
 
 
 def _score(name: str, stdout: str, exit_code: int | None, stderr: str) -> float:
