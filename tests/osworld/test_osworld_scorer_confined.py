@@ -7,21 +7,26 @@ Red team, with upstream's own metrics on files and values from a test VM on loop
   upstream's metric gives on that content (1.0 when it reached nothing). An honest suite scores the same both ways.
 - `check_gnome_favorite_apps` `eval`s the gsettings string the agent can set: confined, the escape's command runs
   where it can write nothing of the host, and reading the results file fails with the metric's own error.
+A `qit bench run` row says where its metrics ran (`scorer_isolated`); without bubblewrap the run is not official.
 Limits: a metric that spins or eats memory is stopped and the evaluation ends `error` naming the limit; an answer
 that is not a score in [0, 1] is named, never believed.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
-from osworld_vm_controller import VMController
+from osworld_fake_controller import FakeController
 
+from qitos.benchmark.base import LoadOptions
+from qitos.benchmark.config import ModelConfig, RunConfig
 from qitos.benchmark.osworld import OSWorldTask, evaluate, load_evaluators
+from qitos.benchmark.runner import execute_batch, plan_batch
 from qitos.benchmark.osworld.scorer import ScorerLimits, scorer_isolation
 from qitos.benchmark.sandbox import BwrapSandbox
 from qitos.spec.official import RunFacts, official_checks
@@ -214,3 +219,36 @@ def test_scorer_isolated_is_an_official_check(monkeypatch) -> None:
     monkeypatch.setattr(BwrapSandbox, "available", staticmethod(lambda: (False, "bubblewrap (`bwrap`) is missing")))
     failed = check(RunFacts(scorer_isolation=scorer_isolation()))["scorer_isolated"]
     assert not failed.passed and "bwrap" in failed.detail and "ran in the scoring process" in failed.detail
+
+
+GSETTINGS = "osworld-os-bedcedc4-4d72-425e-ad62-21960b11fe0d"  # exact_match(gsettings idle-delay, "uint32 0\n")
+
+
+def test_a_run_is_official_only_with_its_metrics_confined(osworld_data: Path, monkeypatch, tmp_path: Path) -> None:
+    script = tmp_path / "script.jsonl"
+    reply = {"thought": "next", "action": {"name": "computer", "arguments": {"action_type": "DONE"}}}
+    script.write_text(json.dumps(json.dumps(reply)) + "\n")
+    monkeypatch.setenv("QITOS_DATA_DIR", str(osworld_data.parent))
+    found = {}
+    with FakeController() as fake:
+        fake.command_output = lambda command, shell: "uint32 0\n" if "gsettings" in command else ""
+        monkeypatch.setenv("QITOS_OSWORLD_CONTROLLER", fake.url)
+        for bwrap in (True, False):
+            if not bwrap:  # the agent side stays confined (its own probe); only the scorer cannot be
+                monkeypatch.setattr(BwrapSandbox, "available", staticmethod(lambda: (False, "bwrap is not installed")))
+            cfg = RunConfig(benchmark="osworld", recipe="react-computer-use",
+                            load=LoadOptions(data_dir=osworld_data.parent, task_ids=[GSETTINGS],
+                                             options={"sleep_after_execution": "0"}),
+                            model=ModelConfig(model_name=f"scripted:{script}"), output=tmp_path / f"{bwrap}" / "r.jsonl",
+                            trace_logdir=tmp_path / f"{bwrap}" / "runs")
+            (row,) = [r.model_dump(mode="json") for r in execute_batch(plan_batch(cfg)).rows]
+            manifest = json.loads((Path(row["trace_run_dir"]) / "manifest.json").read_text())
+            found[bwrap] = (row, {c["check"]: c for c in manifest["official_checks"]}, manifest["official_run"])
+    (row, checks, official), (open_row, open_checks, open_official) = found[True], found[False]
+    assert row["score"] == open_row["score"] == 1.0
+    assert row["metadata"]["scorer"] == "bwrap" and checks["scorer_isolated"]["passed"]
+    assert open_row["metadata"]["scorer"] == "scoring-process" and not open_checks["scorer_isolated"]["passed"]
+    assert "bwrap is not installed" in open_checks["scorer_isolated"]["detail"]
+    assert checks["agent_isolated"]["passed"] and open_checks["agent_isolated"]["passed"]
+    assert [c for c, v in open_checks.items() if not v["passed"]] == [c for c, v in checks.items() if not v["passed"]] \
+        + ["scorer_isolated"] and (official, open_official) == (all(v["passed"] for v in checks.values()), False)

@@ -108,13 +108,17 @@ class ConfinedScorer:
 
         from ..sides.confine import python_paths
 
-        self.sandbox = BwrapSandbox(
-            self.copy, network=False, timeout_seconds=limits.seconds, max_output_bytes=MAX_ANSWER_BYTES,
-            python_ro=python_paths(), ro_binds=[str(evaluators.root)],
-            env={"PYTHONPATH": str(Path(qitos.__file__).resolve().parent.parent), "PYTHONDONTWRITEBYTECODE": "1",
-                 "PYTHONNOUSERSITE": "1"},
-            limits=SandboxLimits(memory_bytes=limits.memory_bytes, max_processes=limits.max_processes,
-                                 disk_bytes=limits.disk_bytes))
+        try:
+            self.sandbox = BwrapSandbox(
+                self.copy, network=False, timeout_seconds=limits.seconds, max_output_bytes=MAX_ANSWER_BYTES,
+                python_ro=python_paths(), ro_binds=[str(evaluators.root)],
+                env={"PYTHONPATH": str(Path(qitos.__file__).resolve().parent.parent), "PYTHONDONTWRITEBYTECODE": "1",
+                     "PYTHONNOUSERSITE": "1"},
+                limits=SandboxLimits(memory_bytes=limits.memory_bytes, max_processes=limits.max_processes,
+                                     disk_bytes=limits.disk_bytes))
+        except BaseException:
+            remove_tree(self.private)
+            raise
 
     def __enter__(self) -> ConfinedScorer:
         return self
