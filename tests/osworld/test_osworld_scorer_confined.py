@@ -200,7 +200,8 @@ def bad(tmp_path_factory):
 def test_a_metric_past_a_limit_or_answering_no_score_fails_by_name(bad, vm, func, status, reason) -> None:
     _, provider = vm
     limits = ScorerLimits(seconds=3 if func == "spin" else 60, memory_bytes=256 << 20)
-    t = task({"func": func, "result": {"type": "rule", "rules": "x"}, "expected": {"type": "rule", "rules": {"expected": "x"}}})
+    t = task({"func": func, "result": {"type": "rule", "rules": "x"},
+              "expected": {"type": "rule", "rules": {"expected": "x"}}})
     outcome = evaluate(t, bad, provider, "DONE", limits=limits)
     assert outcome.status == status and (reason is None or (outcome.reason or "").startswith(reason)), outcome
     if func in ("forged", "fine"):  # what a metric prints is not its answer
@@ -215,7 +216,8 @@ def test_scorer_isolated_is_an_official_check(monkeypatch) -> None:
         return {c.check: c for c in official_checks(RunSpec(benchmark_name="osworld"), None, (True, "ok"), facts)}
 
     assert "scorer_isolated" not in check(RunFacts())  # benchmarks whose scorer runs nothing the agent made
-    assert scorer_isolation()[0] is True and check(RunFacts(scorer_isolation=scorer_isolation()))["scorer_isolated"].passed
+    assert scorer_isolation()[0] is True
+    assert check(RunFacts(scorer_isolation=scorer_isolation()))["scorer_isolated"].passed
     monkeypatch.setattr(BwrapSandbox, "available", staticmethod(lambda: (False, "bubblewrap (`bwrap`) is missing")))
     failed = check(RunFacts(scorer_isolation=scorer_isolation()))["scorer_isolated"]
     assert not failed.passed and "bwrap" in failed.detail and "ran in the scoring process" in failed.detail
@@ -239,7 +241,8 @@ def test_a_run_is_official_only_with_its_metrics_confined(osworld_data: Path, mo
             cfg = RunConfig(benchmark="osworld", recipe="react-computer-use",
                             load=LoadOptions(data_dir=osworld_data.parent, task_ids=[GSETTINGS],
                                              options={"sleep_after_execution": "0"}),
-                            model=ModelConfig(model_name=f"scripted:{script}"), output=tmp_path / f"{bwrap}" / "r.jsonl",
+                            model=ModelConfig(model_name=f"scripted:{script}"),
+                            output=tmp_path / f"{bwrap}" / "r.jsonl",
                             trace_logdir=tmp_path / f"{bwrap}" / "runs")
             (row,) = [r.model_dump(mode="json") for r in execute_batch(plan_batch(cfg)).rows]
             manifest = json.loads((Path(row["trace_run_dir"]) / "manifest.json").read_text())

@@ -19,12 +19,12 @@ setup steps when preparing; neither reaches the agent, the env or the manifest.
 Scoring is OSWorld's own: the metric functions and getters of the checkout the tasks come from
 (`desktop_env/evaluators`, loaded at run time by `upstream.py`), dispatched as upstream's `DesktopEnv.evaluate`
 (`evaluator.py`); the metrics themselves run in a confined scorer process per evaluation (`scorer.py`), never in
-this one, and a run without bubblewrap is not official (`scorer_isolated`). Score in [0, 1]; `success` is `score == 1.0`. A final answer instead of a DONE/FAIL action
-counts as DONE, or as FAIL when it is exactly "FAIL". A task the evaluator could not score (status
-`unsupported`/`error`) gets no score; its row says why. Nor does an episode that ended in an error (stop reason
-`error`, e.g. where upstream's own loop raises): upstream writes no `result.txt` for it, so it stays out of the
-`upstream` figures, and QitOS's own count it unscored. A metric needing a missing optional package (easyocr,
-librosa, pyacoustid, borb, ...) ends `requires_unavailable` naming it.
+this one, and a run without bubblewrap is not official (`scorer_isolated`). Score in [0, 1]; `success` is
+`score == 1.0`. A final answer instead of a DONE/FAIL action counts as DONE, or as FAIL when it is exactly "FAIL". A task the
+evaluator could not score (status `unsupported`/`error`) gets no score; its row says why. Nor does an episode that
+ended in an error (stop reason `error`, e.g. where upstream's own loop raises): upstream writes no `result.txt` for
+it, so it stays out of the `upstream` figures, and QitOS's own count it unscored. A metric needing a missing
+optional package (easyocr, librosa, pyacoustid, borb, ...) ends `requires_unavailable` naming it.
 
 Running needs a desktop, one per concurrent task: `QITOS_OSWORLD_CONTROLLER=http://<vm-host>:5000` (comma-
 separated for several VMs; a task waits in `prepare` until one is free), or `--option provider=docker`, which

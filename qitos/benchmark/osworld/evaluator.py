@@ -247,7 +247,8 @@ def _dispatch(raw: dict[str, Any], evaluators: UpstreamEvaluators, env: Upstream
         return 0
     expected_state = get(raw["expected"]) if "expected" in raw else None
     options = raw.get("options", {})
-    value = call(raw["func"], (result_state, expected_state) if expected_state is not None else (result_state,), options)
+    args = (result_state, expected_state) if expected_state is not None else (result_state,)
+    value = call(raw["func"], args, options)
     scores.append(MetricScore(func=raw["func"], score=float(value)))
     return value
 

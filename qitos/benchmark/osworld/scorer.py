@@ -65,16 +65,16 @@ class ScorerLimits:
     disk_bytes: int = 8 * GIB
 
     def describe(self) -> str:
-        return (f"{self.seconds:g} s, {human(self.memory_bytes)} of memory, {self.max_processes} processes, "
-                f"{human(self.disk_bytes)} of disk per metric")
+        return (f"{self.seconds:g} s per metric call; {human(self.memory_bytes)} of memory, {self.max_processes} "
+                f"processes, {human(self.disk_bytes)} of disk")
 
 
-def scorer_isolation() -> tuple[bool, str]:
+def scorer_isolation(limits: ScorerLimits | None = None) -> tuple[bool, str]:
     """(will metrics run confined here, how / why not): the `scorer_isolated` check's verdict."""
     ok, reason = BwrapSandbox.available()
     if ok:
         return True, ("upstream's metrics ran in a bubblewrap scorer process of their own per evaluation: no network, "
-                      "only the evaluation's fetched files and expected values, limited in time and memory")
+                      f"only the evaluation's fetched files and expected values; {(limits or ScorerLimits()).describe()}")
     return False, (f"upstream's metrics ran in the scoring process, on files and values from the VM the agent "
                    f"controls: {reason}")
 
