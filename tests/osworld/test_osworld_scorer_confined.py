@@ -5,6 +5,8 @@ Red team, with upstream's own metrics on files and values from a test VM on loop
   data dir's task files, the task's cache dir, a write outside and the network. Run in the scoring process
   (`confined=False`, what QitOS did before) it reaches all of them; confined it reaches none, and the score is what
   upstream's metric gives on that content (1.0 when it reached nothing). An honest suite scores the same both ways.
+- What one metric call runs (the agent's Python writing the next metric's gold file) does not reach the next call:
+  each gets a fresh sandbox and a fresh copy of the evaluation's files.
 - `check_gnome_favorite_apps` `eval`s the gsettings string the agent can set: confined, the escape's command runs
   where it can write nothing of the host, and reading the results file fails with the metric's own error.
 A `qit bench run` row says where its metrics ran (`scorer_isolated`); without bubblewrap the run is not official.
@@ -117,6 +119,31 @@ def test_agent_python_run_by_a_metric_reaches_nothing(tmp_path: Path, upstream, 
     assert {"results file", "another task's gold", "the data dir's task files", "a write outside",
             "the network"} <= set(reached), reached
     assert outside.read_text() == "pwned"
+
+
+TAMPER = '''
+import os
+open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "gold.txt"), "w").write("forged\\n")
+
+def reached():
+    return []
+'''
+
+
+def test_what_one_metric_call_runs_does_not_reach_the_next(tmp_path: Path, upstream, vm) -> None:
+    """The agent's Python, run by the first metric, writes the second metric's gold file beside itself."""
+    controller, provider = vm
+    controller.place("/home/user/snake/tamper.py", TAMPER.encode())
+    controller.place("/home/user/snake/x.txt", b"beside it")
+    controller.place("/home/user/answer.txt", b"forged\n")
+    suite = suite_task("tamper").evaluator.model_dump(mode="json", exclude_unset=True)
+    evaluator = {"func": [suite["func"], "compare_text_file"], "conj": "and",
+                 "result": [suite["result"], {"type": "vm_file", "path": "/home/user/answer.txt", "dest": "answer.txt"}],
+                 "expected": [suite["expected"], {"type": "cloud_file", "path": "https://gold/text", "dest": "gold.txt"}]}
+    downloader = Gold({"https://gold/tamper": SUITE.format(module="tamper"), "https://gold/text": "the answer\n"})
+    scores = [evaluate(task(evaluator), upstream, provider, "DONE", downloader=downloader,
+                       cache_dir=tmp_path / f"c{confined}", confined=confined).score for confined in (True, False)]
+    assert scores == [0.0, 1.0]  # in the scoring process the forged gold stands (the real one is never fetched)
 
 
 @pytest.mark.parametrize("verdict, score", [("[]", 1.0), ("['something']", 0.0)])

@@ -2,13 +2,14 @@
 
 Upstream's metrics read what the agent made: files fetched from the VM and values it can set (a gsettings string
 `check_gnome_favorite_apps` passes to `eval`, a Python file `check_python_file_by_test_suite` imports and runs). The
-scoring process holds every task's gold and the results file, so a metric runs elsewhere: each evaluation gets a
-`BwrapSandbox` of its own (the command sandbox: no network, a private /tmp and home, every capability dropped, a
-time, memory, process and disk limit), and each metric call of it is one short-lived process there
-(`scorer_main.py`). What that process sees, read-only: the system, the Python installation, QitOS's package and the
-checkout's `desktop_env/evaluators`. Read-write, as `/task`: a private copy of the files this evaluation's getters
-fetched (the VM's files and the task's gold files), and nothing else of the task's cache dir. The values the
-getters returned and the task's options go in on stdin, paths rewritten to the copy; a number comes back.
+scoring process holds every task's gold and the results file, so a metric runs elsewhere: each metric call gets a
+fresh `BwrapSandbox` (the command sandbox: no network, a private /tmp and home, every capability
+dropped, a time, memory, process and disk limit) and one short-lived process there (`scorer_main.py`). What that
+process sees, read-only: the system, the Python installation, QitOS's package and the checkout's
+`desktop_env/evaluators`. Read-write, as `/task`: a fresh private copy of the files this evaluation's getters
+fetched (the VM's files and the task's gold files), and nothing else of the task's cache dir, so what one call runs
+cannot change what the next reads. The values the getters returned and the task's options go in on stdin, paths
+rewritten to the copy; a number comes back.
 
 The scoring side believes only a finite number in [0, 1] (upstream's metrics' range). A metric that raises is
 named as the in-process path names it (`<Exception>: <message>`); past its time or memory, or answering anything
@@ -57,7 +58,7 @@ class MetricRaised(OSWorldError):
 
 @dataclass(frozen=True)
 class ScorerLimits:
-    """Per metric call (time) and per evaluation's sandbox (memory, processes, disk: the copied files count)."""
+    """Per metric call, each in its own sandbox (disk: the copied files count)."""
 
     seconds: float = 300.0
     memory_bytes: int = 4 * GIB
@@ -73,8 +74,9 @@ def scorer_isolation(limits: ScorerLimits | None = None) -> tuple[bool, str]:
     """(will metrics run confined here, how / why not): the `scorer_isolated` check's verdict."""
     ok, reason = BwrapSandbox.available()
     if ok:
-        return True, ("upstream's metrics ran in a bubblewrap scorer process of their own per evaluation: no network, "
-                      f"only the evaluation's fetched files and expected values; {(limits or ScorerLimits()).describe()}")
+        return True, ("upstream's metrics ran in a bubblewrap scorer process of their own per metric call: no network, "
+                      "only the evaluation's fetched files and expected values; "
+                      + (limits or ScorerLimits()).describe())
     return False, (f"upstream's metrics ran in the scoring process, on files and values from the VM the agent "
                    f"controls: {reason}")
 
@@ -93,7 +95,8 @@ def metric_runner(evaluators: UpstreamEvaluators, cache_dir: Path, confined: boo
 
 
 class ConfinedScorer:
-    """The sandbox of one evaluation; `call` runs one metric in a fresh process there."""
+    """One evaluation's metric calls, each a fresh process in a fresh sandbox: its own copy of the evaluation's
+    files as `/task`, its own /tmp and home, so nothing one call runs (the agent's Python) reaches the next."""
 
     def __init__(self, evaluators: UpstreamEvaluators, cache_dir: Path, limits: ScorerLimits) -> None:
         self.evaluators, self.limits = evaluators, limits
@@ -101,30 +104,13 @@ class ConfinedScorer:
         self.prefixes = sorted({given, os.path.abspath(given), os.path.realpath(given)}, key=len, reverse=True)
         self.cache = Path(os.path.abspath(given))
         self.stamps = dict(_files(self.cache))  # the task's cache before the getters ran (setup downloads)
+        self.given: set[str] = set()  # what the metric calls get: files fetched since, and files the values name
         self.private = Path(tempfile.mkdtemp(prefix="qitos-osworld-scorer-"))
-        self.copy = self.private / "task"
-        self.copy.mkdir()
-        import qitos
-
-        from ..sides.confine import python_paths
-
-        try:
-            self.sandbox = BwrapSandbox(
-                self.copy, network=False, timeout_seconds=limits.seconds, max_output_bytes=MAX_ANSWER_BYTES,
-                python_ro=python_paths(), ro_binds=[str(evaluators.root)],
-                env={"PYTHONPATH": str(Path(qitos.__file__).resolve().parent.parent), "PYTHONDONTWRITEBYTECODE": "1",
-                     "PYTHONNOUSERSITE": "1"},
-                limits=SandboxLimits(memory_bytes=limits.memory_bytes, max_processes=limits.max_processes,
-                                     disk_bytes=limits.disk_bytes))
-        except BaseException:
-            remove_tree(self.private)
-            raise
 
     def __enter__(self) -> ConfinedScorer:
         return self
 
     def __exit__(self, *_exc: object) -> None:
-        self.sandbox.close()
         remove_tree(self.private)
 
     def call(self, name: str, args: tuple[Any, ...], options: dict[str, Any]) -> float:
@@ -138,10 +124,16 @@ class ConfinedScorer:
             payload = base64.b64encode(pickle.dumps(job)).decode()
         except Exception as exc:  # noqa: BLE001 - a getter's value that cannot travel is named
             raise ScorerFailed(f"{name}: the getters' values cannot be sent to the scorer: {exc}") from None
+        work = Path(tempfile.mkdtemp(dir=self.private))
         try:
-            done = self.sandbox.run([sys.executable, str(SCORER_SCRIPT)], stdin=payload)
-        except (SandboxSetupError, SandboxUnavailable) as exc:
+            for rel in sorted(self.given):
+                _copy(self.cache / rel, work, rel)
+            with self._sandbox(work) as sandbox:
+                done = sandbox.run([sys.executable, str(SCORER_SCRIPT)], stdin=payload)
+        except (SandboxSetupError, SandboxUnavailable, OSError) as exc:
             raise ScorerFailed(f"{name}: the scorer sandbox did not start: {exc}") from None
+        finally:
+            remove_tree(work)
         if done.timed_out:
             raise ScorerFailed(f"{name}: the metric ran past the scorer's time limit ({self.limits.seconds:g} s)")
         if done.limit:
@@ -149,15 +141,29 @@ class ConfinedScorer:
                                f"({self.limits.describe()})")
         return _score(name, done.stdout, done.exit_code, done.stderr)
 
+    def _sandbox(self, work: Path) -> BwrapSandbox:
+        import qitos
+
+        from ..sides.confine import python_paths
+
+        limits = self.limits
+        return BwrapSandbox(
+            work, network=False, timeout_seconds=limits.seconds, max_output_bytes=MAX_ANSWER_BYTES,
+            python_ro=python_paths(), ro_binds=[str(self.evaluators.root)],
+            env={"PYTHONPATH": str(Path(qitos.__file__).resolve().parent.parent), "PYTHONDONTWRITEBYTECODE": "1",
+                 "PYTHONNOUSERSITE": "1"},
+            limits=SandboxLimits(memory_bytes=limits.memory_bytes, max_processes=limits.max_processes,
+                                 disk_bytes=limits.disk_bytes))
+
     def _inside(self, value: Any) -> Any:
-        """`value` with each path into the cache dir pointing at its copy under `/task` (copied on first use)."""
+        """`value` with each path into the cache dir pointing at its copy under `/task`."""
         if isinstance(value, str):
             for prefix in self.prefixes:
                 if value.startswith(prefix + "/"):
                     rel = os.path.normpath(value[len(prefix) + 1:])
                     if rel.startswith("..") or os.path.isabs(rel):
                         return value
-                    self._copy(Path(prefix) / rel, self.copy / rel)
+                    self.given.add(rel)
                     return f"{TASK}/{rel}"
             return value
         if type(value) in (list, tuple):
@@ -167,26 +173,30 @@ class ConfinedScorer:
         return value
 
     def _fetched(self) -> None:
-        """Copy what the getters wrote into the cache since this evaluation began: the files they return and those
+        """Note what the getters wrote into the cache since this evaluation began: the files they return and those
         beside them (a multi-file `vm_file` returns only the first; a test suite imports the others)."""
         for rel, stamp in _files(self.cache):
             if self.stamps.get(rel) != stamp:
                 self.stamps[rel] = stamp
-                self._copy(self.cache / rel, self.copy / rel, replace=True)
+                self.given.add(rel)
 
-    def _copy(self, source: Path, target: Path, replace: bool = False) -> None:
-        """A regular file or a folder's regular files, readable by the sandbox user; never a symlink."""
-        if source.is_symlink() or not (source.is_file() or source.is_dir()) or (target.exists() and not replace):
-            return
-        if source.is_dir():
-            for rel, _ in _files(source):
-                self._copy(source / rel, target / rel, replace)
-            return
-        for folder in [*reversed(target.relative_to(self.copy).parents)][1:]:
-            (self.copy / folder).mkdir(exist_ok=True)
-            (self.copy / folder).chmod(0o755)
-        shutil.copyfile(source, target, follow_symlinks=False)
-        target.chmod(0o644)
+
+def _copy(source: Path, work: Path, rel: str) -> None:
+    """`source` (a regular file, or a folder's regular files) to `work/rel`, readable by the sandbox user; never a
+    symlink, never twice."""
+    if source.is_symlink() or (work / rel).exists():
+        return
+    if source.is_dir():
+        for inner, _ in _files(source):
+            _copy(source / inner, work, os.path.join(rel, inner))
+        return
+    if not source.is_file():
+        return
+    for folder in [*reversed(Path(rel).parents)][1:]:
+        (work / folder).mkdir(exist_ok=True)
+        (work / folder).chmod(0o755)
+    shutil.copyfile(source, work / rel, follow_symlinks=False)
+    (work / rel).chmod(0o644)
 
 
 def _files(root: Path) -> list[tuple[str, tuple[int, int]]]:
