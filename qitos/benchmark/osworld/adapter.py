@@ -18,7 +18,7 @@ setup steps when preparing; neither reaches the agent, the env or the manifest.
 
 Scoring is OSWorld's own: the metric functions and getters of the checkout the tasks come from
 (`desktop_env/evaluators`, loaded at run time by `upstream.py`), dispatched as upstream's `DesktopEnv.evaluate`
-(`evaluator.py`); the metrics themselves run in a confined scorer process per evaluation (`scorer.py`), never in
+(`evaluator.py`); the metrics themselves run in a confined scorer process per metric call (`scorer.py`), never in
 this one, and a run without bubblewrap is not official (`scorer_isolated`). Score in [0, 1]; `success` is
 `score == 1.0`. A final answer instead of a DONE/FAIL action counts as DONE, or as FAIL when it is exactly "FAIL". A task the
 evaluator could not score (status `unsupported`/`error`) gets no score; its row says why. Nor does an episode that

@@ -66,7 +66,7 @@ class ScorerLimits:
     disk_bytes: int = 8 * GIB
 
     def describe(self) -> str:
-        return (f"{self.seconds:g} s per metric call; {human(self.memory_bytes)} of memory, {self.max_processes} "
+        return (f"per metric call {self.seconds:g} s, {human(self.memory_bytes)} of memory, {self.max_processes} "
                 f"processes, {human(self.disk_bytes)} of disk")
 
 
