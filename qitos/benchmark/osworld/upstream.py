@@ -7,6 +7,8 @@ Isolation: upstream imports itself as `desktop_env.evaluators...`. While loading
 checkout in `sys.modules`; afterwards every loaded module is moved under a private name
 (`_qitos_osworld_<digest>.evaluators...`) and `desktop_env` is restored to whatever it was before (a user's own
 OSWorld install keeps working). Two checkouts load side by side.
+`load_metric` is for a process of its own, the confined scorer (`scorer.py`): one metric's module, `desktop_env`
+mapped for the process's life.
 
 Heavy optional imports (easyocr, librosa, pyacoustid, borb, fastdtw, pydrive) are satisfied lazily: when such a
 package is not installed, upstream's module gets a placeholder; using it raises `OptionalPackageMissing` naming
