@@ -24,17 +24,22 @@ from typing import Any
 
 import pytest
 from osworld_fake_controller import FakeController
+from tests.conftest import require_system
 
 from qitos.benchmark.base import LoadOptions
 from qitos.benchmark.config import ModelConfig, RunConfig
 from qitos.benchmark.osworld import OSWorldTask, evaluate, load_evaluators
-from qitos.benchmark.runner import execute_batch, plan_batch
 from qitos.benchmark.osworld.scorer import ScorerLimits, scorer_isolation
+from qitos.benchmark.runner import execute_batch, plan_batch
 from qitos.benchmark.sandbox import BwrapSandbox
 from qitos.spec.official import RunFacts, official_checks
 from qitos.spec.run_spec import RunSpec
 
-pytestmark = pytest.mark.skipif(not BwrapSandbox.available()[0], reason="needs bubblewrap")
+
+@pytest.fixture(autouse=True)
+def _bwrap() -> None:
+    ok, why = BwrapSandbox.available()
+    require_system(ok, f"bubblewrap for the scorer ({why})")
 
 SUITE = '''
 import os, sys
