@@ -60,6 +60,9 @@ class Evaluation(BaseModel):
     score: float | None = None
     prediction: Any = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # benchmarks whose reference scorer runs on what the agent made (OSWorld's metrics): (did it run confined,
+    # how / why not), the `scorer_isolated` check's verdict; None: the scorer runs nothing the agent made
+    scorer_isolation: tuple[bool, str] | None = None
 
 
 @dataclass

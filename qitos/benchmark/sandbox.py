@@ -23,7 +23,8 @@ Layout inside the sandbox (documented contract, other modules rely on it):
 - bwrap maps the sandbox user to the host user that started it. When that is root, files only
   root may read would become readable inside, so read-only binds are scanned once per process
   and such entries are masked (an empty file or directory): the sandbox sees what an
-  unprivileged user would.
+  unprivileged user would (``python_ro``, the interpreter and its packages, is not scanned:
+  it holds no secrets, and the scan takes seconds).
 - A command's background processes do not outlive it: when the command exits (or times out)
   its pid namespace is torn down, which kills everything it started.
 
@@ -277,6 +278,7 @@ class BwrapSandbox:
         hosts: Mapping[str, str] | None = None,
         max_output_tail_bytes: int = 0,
         work_alias: str | None = None,
+        python_ro: Sequence[Path | str] = (),
     ) -> None:
         if timeout_seconds <= 0:
             raise ValueError(f"BwrapSandbox timeout_seconds must be > 0, got {timeout_seconds}")
@@ -285,7 +287,10 @@ class BwrapSandbox:
         self.work_dir = Path(work_dir).resolve()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.ro_binds = [Path(p).resolve() for p in ro_binds]
-        for path in self.ro_binds:
+        # the interpreter and its packages (`sides.confine.python_paths`): read-only, never scanned for root-only
+        # entries (they hold no secrets, and the scan takes seconds)
+        self.python_ro = [Path(p).resolve() for p in python_ro]
+        for path in [*self.ro_binds, *self.python_ro]:
             if not path.exists():
                 raise ValueError(f"BwrapSandbox ro_binds: {path} does not exist on the host")
         self.network = network
@@ -373,6 +378,8 @@ class BwrapSandbox:
             args += ["--ro-bind", str(self._scratch / name), f"/etc/{name}"]
         # /tmp and home first, so ro_binds that live under the host's /tmp land on top of them.
         args += ["--bind", str(self._scratch / "tmp"), "/tmp", "--bind", str(self._scratch / "home"), HOME_MOUNT]
+        for path in self.python_ro:
+            args += ["--ro-bind", str(path), str(path)]
         for path in self.ro_binds:
             args += ["--ro-bind", str(path), str(path)]
             read_only.append(str(path))

@@ -30,6 +30,8 @@ class RunFacts:
     oracle_used: bool = False
     # benchmark runs: (was the agent side in its own confined process, why / how); None outside benchmarks
     isolation: tuple[bool, str] | None = None
+    # (did the reference scorer run what the agent made in a confined process, how / why not); None: not applicable
+    scorer_isolation: tuple[bool, str] | None = None
     stop_reason: str | None = None  # how the run ended (None while it is in progress)
     uncounted: str | None = None  # which of the agent's model calls could not be counted, and why
 
@@ -211,6 +213,9 @@ def official_checks(spec: RunSpec, experiment: ExperimentSpec | None, trace: tup
         checks.append(_model_answered(facts))
     if facts.isolation is not None:
         checks.append(OfficialCheck(check="agent_isolated", passed=facts.isolation[0], detail=facts.isolation[1]))
+    if facts.scorer_isolation is not None:
+        checks.append(OfficialCheck(check="scorer_isolated", passed=facts.scorer_isolation[0],
+                                    detail=facts.scorer_isolation[1]))
     checks.append(OfficialCheck(
         check="agent_unaided", passed=not facts.oracle_used,
         detail="gold taken through the oracle channel (RecipeContext.oracle_gold)" if facts.oracle_used

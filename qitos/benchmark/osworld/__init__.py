@@ -3,7 +3,8 @@ OSWorld checkout, the in-VM controller client and desktop providers. The `qit be
 
 Sides: the agent side is `agent_env.py` (its factory), `engine_env.py` (the env), `actions.py` and
 `controller.py` (the HTTP client it acts through). Everything that holds or reads the task file's setup and
-evaluator is the scoring side: `adapter.py`, `tasks.py`, `config.py`, `evaluator.py`, `upstream.py`,
+evaluator is the scoring side: `adapter.py`, `tasks.py`, `config.py`, `evaluator.py`, `upstream.py`, `scorer.py`
+(upstream's metrics run in a confined process of their own, `scorer_main.py`),
 `upstream_env.py`, `provider.py` (setup steps; the agent side uses its `ControllerProvider` to act), `downloads.py`, `chrome_setup.py`, `vm_pool.py`,
 `docker_provider.py`, `coverage.py`.
 """

@@ -18,12 +18,13 @@ setup steps when preparing; neither reaches the agent, the env or the manifest.
 
 Scoring is OSWorld's own: the metric functions and getters of the checkout the tasks come from
 (`desktop_env/evaluators`, loaded at run time by `upstream.py`), dispatched as upstream's `DesktopEnv.evaluate`
-(`evaluator.py`). Score in [0, 1]; `success` is `score == 1.0`. A final answer instead of a DONE/FAIL action
-counts as DONE, or as FAIL when it is exactly "FAIL". A task the evaluator could not score (status
-`unsupported`/`error`) gets no score; its row says why. Nor does an episode that ended in an error (stop reason
-`error`, e.g. where upstream's own loop raises): upstream writes no `result.txt` for it, so it stays out of the
-`upstream` figures, and QitOS's own count it unscored. A metric needing a missing optional package (easyocr,
-librosa, pyacoustid, borb, ...) ends `requires_unavailable` naming it.
+(`evaluator.py`); the metrics themselves run in a confined scorer process per metric call (`scorer.py`), never in
+this one, and a run without bubblewrap is not official (`scorer_isolated`). Score in [0, 1]; `success` is
+`score == 1.0`. A final answer instead of a DONE/FAIL action counts as DONE, or as FAIL when it is exactly "FAIL". A task the
+evaluator could not score (status `unsupported`/`error`) gets no score; its row says why. Nor does an episode that
+ended in an error (stop reason `error`, e.g. where upstream's own loop raises): upstream writes no `result.txt` for
+it, so it stays out of the `upstream` figures, and QitOS's own count it unscored. A metric needing a missing
+optional package (easyocr, librosa, pyacoustid, borb, ...) ends `requires_unavailable` naming it.
 
 Running needs a desktop, one per concurrent task: `QITOS_OSWORLD_CONTROLLER=http://<vm-host>:5000` (comma-
 separated for several VMs; a task waits in `prepare` until one is free), or `--option provider=docker`, which
@@ -65,6 +66,7 @@ from .config import NEEDS_CREDENTIALS
 from .coverage import CoverageReport, coverage_report
 from .downloads import HttpDownloader
 from .evaluator import evaluate, resolve
+from .scorer import scorer_isolation
 from .metrics import domain_of, osworld_metrics
 from .provider import ENV_CONTROLLER, NO_PROVIDER_REASON, readiness, run_setup
 from .tasks import SPLITS, Evaluator, OSWorldTask, load_split_index, load_tasks, resolve_examples_dir
@@ -326,8 +328,9 @@ class OsworldAdapter(BenchmarkAdapter):
         """Upstream's evaluators on the VM as the scoring side's provider reads it; the agent's final DONE/FAIL
         comes from its env's final state (`result.final_state`), or from its final answer."""
         ow = self.gold(task)
+        isolation = scorer_isolation()
         if result.stop_reason is StopReason.ERROR:  # upstream's run loop writes no result.txt after an exception
-            return Evaluation(success=None, score=None, prediction=None, metadata={
+            return Evaluation(success=None, score=None, prediction=None, scorer_isolation=isolation, metadata={
                 "domain": ow.domain, "example_id": ow.id, "status": "not_scored",
                 "reason": "the episode ended in an error (upstream's run loop writes no result for it)"})
         state = getattr(result, "final_state", None)
@@ -339,16 +342,18 @@ class OsworldAdapter(BenchmarkAdapter):
             final_as = "FAIL" if (result.final_answer or "").strip().upper() == "FAIL" else "DONE"
             last = final_as
         outcome = evaluate(ow, load_evaluators(runtime.handles["root"]), runtime.handles.get("provider"), last,
-                           downloader=runtime.handles.get("downloader"), cache_dir=runtime.handles.get("cache_dir"))
+                           downloader=runtime.handles.get("downloader"), cache_dir=runtime.handles.get("cache_dir"),
+                           confined=isolation[0])
         scored = outcome.status == "scored" and outcome.score is not None
         metadata = {
             "domain": ow.domain, "example_id": ow.id, "status": outcome.status, "reason": outcome.reason,
             "metrics": [m.model_dump() for m in outcome.metrics], "notes": outcome.notes, "last_action": last,
             "actions": actions, "final_answer_as": final_as,
             "vm": getattr(runtime.handles.get("lease"), "describe", None),
+            "scorer": "bwrap" if isolation[0] else "scoring-process",
         }
         return Evaluation(success=outcome.score == 1.0 if scored else None, score=outcome.score if scored else None,
-                          prediction=last, metadata=metadata)
+                          prediction=last, metadata=metadata, scorer_isolation=isolation)
 
     def do_nothing_success(self, task: Task, load: LoadOptions) -> bool | None:
         """1 for an agent that answers FAIL at once: the infeasible tasks (`floor.py`)."""

@@ -11,9 +11,12 @@
    scores 0 (or whose result getter raised FileNotFoundError), `or` returns 1 at the first that scores 1;
    otherwise the mean (`and`) or the maximum (`or`).
 
-Metrics and getters are upstream's own (`upstream.py`), called with an `UpstreamEnv` (`upstream_env.py`). Where
+Metrics and getters are upstream's own (`upstream.py`). The getters run here, with an `UpstreamEnv`
+(`upstream_env.py`); each metric call runs in the evaluation's confined scorer (`scorer.py`: a bubblewrap process
+that sees only the files the getters fetched), or here when bubblewrap does not work (`confined=False`). Where
 upstream would crash the run, QitOS reports instead of scoring: an optional package that is missing ends
-`requires_unavailable` naming it; any other exception ends `error` with the exception named.
+`requires_unavailable` naming it; any other exception ends `error` with the exception named; so does a scorer that
+ran past its time or memory limit or answered no score in [0, 1] (`scorer: ...`).
 
 FAIL is upstream's: only the string `FAIL` as the last action (a computer_13 dict FAIL is not). Gold files
 (`cloud_file`) are fetched through QitOS's cached downloader into the task's cache dir just before the getter that
@@ -36,6 +39,7 @@ from .errors import ControllerError, ControllerUnreachable, OSWorldError
 from .downloads import Downloader
 from .provider import NO_PROVIDER_REASON, Provider
 from .tasks import OSWorldTask
+from .scorer import MetricCall, MetricRaised, ScorerFailed, ScorerLimits, metric_runner
 from .upstream import OptionalPackageMissing, UpstreamEvaluators
 from .upstream_env import UpstreamEnv, VMAddress
 
@@ -114,19 +118,24 @@ def evaluate(
     address: VMAddress | None = None,
     downloader: Downloader | None = None,
     cache_dir: Path | str | None = None,
+    confined: bool | None = None,
+    limits: ScorerLimits | None = None,
 ) -> EvaluationOutcome:
     """Score a task; `last_action` is the agent's final action (dict or string); `address` says where the
-    VM's controller, Chrome DevTools and VLC listen (the provider's, by default)."""
+    VM's controller, Chrome DevTools and VLC listen (the provider's, by default). Metrics run in a confined scorer
+    when `confined` (None: when bubblewrap works here), within `limits`."""
+    scoring = (confined, limits)
     if cache_dir is None:
         with tempfile.TemporaryDirectory(prefix="qitos-osworld-") as tmp:
-            return _evaluate(task, evaluators, provider, last_action, address, downloader, Path(tmp))
+            return _evaluate(task, evaluators, provider, last_action, address, downloader, Path(tmp), scoring)
     path = Path(cache_dir)
     path.mkdir(parents=True, exist_ok=True)
-    return _evaluate(task, evaluators, provider, last_action, address, downloader, path)
+    return _evaluate(task, evaluators, provider, last_action, address, downloader, path, scoring)
 
 
 def _evaluate(task: OSWorldTask, evaluators: UpstreamEvaluators, provider: Provider | None, last_action: Any,
-              address: VMAddress | None, downloader: Downloader | None, cache_dir: Path) -> EvaluationOutcome:
+              address: VMAddress | None, downloader: Downloader | None, cache_dir: Path,
+              scoring: tuple[bool | None, ScorerLimits | None]) -> EvaluationOutcome:
     notes: list[str] = []
 
     def outcome(status: Status, score: float | None = None, reason: str | None = None,
@@ -165,11 +174,15 @@ def _evaluate(task: OSWorldTask, evaluators: UpstreamEvaluators, provider: Provi
     env = UpstreamEnv(client, address, str(cache_dir))
     scores: list[MetricScore] = []
     try:
-        score = _dispatch(raw, evaluators, env, scores, lambda config: _fetch_gold(config, downloader, cache_dir))
+        with metric_runner(evaluators, cache_dir, *scoring) as call:
+            score = _dispatch(raw, evaluators, env, scores, lambda config: _fetch_gold(config, downloader, cache_dir),
+                              call)
     except OptionalPackageMissing as exc:
         return outcome("requires_unavailable", reason=str(exc), metrics=scores)
-    except ControllerUnreachable as exc:
+    except (ControllerUnreachable, MetricRaised) as exc:  # MetricRaised names the metric's exception itself
         return outcome("error", reason=str(exc), metrics=scores)
+    except ScorerFailed as exc:
+        return outcome("error", reason=f"scorer: {exc}", metrics=scores)
     except Exception as exc:  # noqa: BLE001 - upstream would crash the run; QitOS reports it, not a silent 0
         return outcome("error", reason=f"{exc.__class__.__name__}: {exc}", metrics=scores)
     return outcome("scored", float(score), None, scores)
@@ -189,7 +202,7 @@ def _fetch_gold(config: dict[str, Any], downloader: Downloader | None, cache_dir
 
 
 def _dispatch(raw: dict[str, Any], evaluators: UpstreamEvaluators, env: UpstreamEnv, scores: list[MetricScore],
-              before_getter: Callable[[dict[str, Any]], None]) -> Any:
+              before_getter: Callable[[dict[str, Any]], None], call: MetricCall) -> Any:
     """Upstream's metric loop; configs are deep-copied because upstream getters may edit them in place."""
     raw = copy.deepcopy(raw)
 
@@ -207,7 +220,6 @@ def _dispatch(raw: dict[str, Any], evaluators: UpstreamEvaluators, env: Upstream
         results: list[Any] = []
         result_state: Any = _UNSET
         for index, name in enumerate(funcs):
-            metric = evaluators.metric(name)
             try:
                 config = raw["result"][index]
                 result_state = get(config)
@@ -219,8 +231,8 @@ def _dispatch(raw: dict[str, Any], evaluators: UpstreamEvaluators, env: Upstream
                 raise OSWorldError(f"{name}: result getter found no file and no earlier result exists")
             expected = raw["expected"][index]
             expected_state = get(expected) if expected else None
-            value = metric(result_state, expected_state, **option_list[index]) if expected_state is not None \
-                else metric(result_state, **option_list[index])
+            args = (result_state, expected_state) if expected_state is not None else (result_state,)
+            value = call(name, args, option_list[index])
             scores.append(MetricScore(func=name, score=float(value)))
             if conj == "and" and float(value) == 0.0:
                 return 0
@@ -228,7 +240,6 @@ def _dispatch(raw: dict[str, Any], evaluators: UpstreamEvaluators, env: Upstream
                 return 1
             results.append(value)
         return sum(results) / len(results) if conj == "and" else max(results)
-    metric = evaluators.metric(raw["func"])
     try:
         result_state = get(raw["result"])
     except FileNotFoundError:
@@ -236,8 +247,8 @@ def _dispatch(raw: dict[str, Any], evaluators: UpstreamEvaluators, env: Upstream
         return 0
     expected_state = get(raw["expected"]) if "expected" in raw else None
     options = raw.get("options", {})
-    value = metric(result_state, expected_state, **options) if expected_state is not None \
-        else metric(result_state, **options)
+    args = (result_state, expected_state) if expected_state is not None else (result_state,)
+    value = call(raw["func"], args, options)
     scores.append(MetricScore(func=raw["func"], score=float(value)))
     return value
 

@@ -7,6 +7,8 @@ Isolation: upstream imports itself as `desktop_env.evaluators...`. While loading
 checkout in `sys.modules`; afterwards every loaded module is moved under a private name
 (`_qitos_osworld_<digest>.evaluators...`) and `desktop_env` is restored to whatever it was before (a user's own
 OSWorld install keeps working). Two checkouts load side by side.
+`load_metric` is for a process of its own, the confined scorer (`scorer.py`): one metric's module, `desktop_env`
+mapped for the process's life.
 
 Heavy optional imports (easyocr, librosa, pyacoustid, borb, fastdtw, pydrive) are satisfied lazily: when such a
 package is not installed, upstream's module gets a placeholder; using it raises `OptionalPackageMissing` naming
@@ -196,6 +198,39 @@ def load_evaluators(root: Path | str) -> UpstreamEvaluators:
         if folder not in _LOADED:
             _LOADED[folder] = _load(folder)
         return _LOADED[folder]
+
+
+def load_metric(root: Path | str, module: str, attr: str) -> Callable[..., Any] | None:
+    """One metric, in a process of its own (the confined scorer, `scorer_main.py`): its module of upstream's
+    `metrics` (`module`, below `desktop_env`, e.g. `evaluators.metrics.general`) and what that imports, without the
+    package's `__init__`, which imports every module (about 2 s of pandas, OpenCV, PyMuPDF... per process). The
+    modules hold only imports, definitions and constants, so the function and its globals are the same.
+
+    For the process's life `desktop_env` stays the checkout and missing optional packages stay placeholders, so
+    what the metric imports as it runs (`from .table import compare_csv` in compare_archive, and the modules that
+    imports) resolves as the modules loaded up front do in `load_evaluators`."""
+    if not (module + ".").startswith("evaluators.metrics.") or not all(p.isidentifier() for p in module.split(".")):
+        raise EvaluatorsNotFound(f"no metric module {module!r} in OSWorld's evaluators")
+    if any(name == "desktop_env" or name.startswith("desktop_env.") for name in sys.modules):
+        raise EvaluatorsNotFound("load_metric maps desktop_env for the whole process: use load_evaluators here")
+    folder = evaluators_dir(Path(root))
+    sys.meta_path.append(_MissingFinder())
+    root_module = types.ModuleType("desktop_env")
+    root_module.__path__ = [str(folder.parent)]
+    sys.modules["desktop_env"] = root_module
+    evaluators = importlib.import_module("desktop_env.evaluators")
+    if module != "evaluators.metrics":  # not defined in the package's own `__init__`: enter it without running it
+        package = types.ModuleType("desktop_env.evaluators.metrics")
+        package.__path__ = [str(folder / "metrics")]
+        package.__package__ = package.__name__
+        sys.modules[package.__name__] = package
+        evaluators.metrics = package  # type: ignore[attr-defined]
+    try:
+        value = getattr(importlib.import_module(f"desktop_env.{module}"), attr, None)
+    except Exception as exc:
+        raise EvaluatorsNotFound(f"OSWorld evaluators at {folder} failed to import: {exc.__class__.__name__}: {exc} "
+                                 "(install QitOS's osworld extra: pip install 'qitos[osworld]')") from exc
+    return value if callable(value) else None
 
 
 def _load(folder: Path) -> UpstreamEvaluators:

@@ -374,7 +374,8 @@ def run_split(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime, t
     evaluation = verdict(result) if reason is not StopReason.CANCELLED else None
     ctx.record_closure(writer.run_dir)  # the snapshot's sources; never the closure the agent side reports
     facts = RunFacts(model_calls=calls, model_responses=answered, isolation=ctx.isolation(), stop_reason=reason.value,
-                     uncounted=UNCOUNTED_BATCH_CLIENT if ctx.runner_brings_client() and not ctx.model_relayed() else None)
+                     uncounted=UNCOUNTED_BATCH_CLIENT if ctx.runner_brings_client() and not ctx.model_relayed() else None,
+                     scorer_isolation=getattr(getattr(verdict, "evaluation", None), "scorer_isolation", None))
     checks = official_checks(receiver.spec, ctx.experiment, writer.integrity(), facts)
     with conversation.lock:  # a model call still in flight (cancelled, past the deadline) writes nothing after this
         receiver.finish(status, summary, checks, evaluation)
