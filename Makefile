@@ -39,7 +39,7 @@ demo: $(VENV)/.installed-local
 
 ## test: set up .venv with the test extras and run the whole test suite
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
+	$(BIN)/python -m pytest -q --durations=25; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
 
 clean:
 	rm -rf $(VENV) qitos-demo
