@@ -169,7 +169,9 @@ def _userinfo(match: re.Match[str]) -> str:
 
 def redact_url_credentials(text: str) -> str:
     """`http://user:pw@host` -> `http://user:[REDACTED]@host` (and `http://token@` -> `http://[REDACTED]@`)."""
-    return _USERINFO.sub(_userinfo, text) if "@" in text else text
+    if "@" not in text or (":/" not in text and ":\\/" not in text):  # no URL with userinfo possible: skip the scan
+        return text
+    return _USERINFO.sub(_userinfo, text)
 
 
 def redact_text(text: str) -> str:
