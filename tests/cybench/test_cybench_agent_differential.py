@@ -97,7 +97,7 @@ def server(cybench_data: Path):
         yield srv
 
 
-def tasks_for(cybench_data: Path, split: str) -> list:
+def tasks_for(cybench_data: Path, split: str, count: int) -> list:
     """10 file-only tasks whose requirements.sh packages the sandbox has (unguided: the first, guided: the last),
     13 different tasks over both splits."""
     from qitos.benchmark.cybench.adapter import resolve_toolchain
@@ -110,7 +110,7 @@ def tasks_for(cybench_data: Path, split: str) -> list:
                             toolchain=venv) as runtime:
             if not runtime.check_requirements().missing:
                 runnable.append(record)
-    count = int(os.environ.get("CYA_TASKS", "10"))
+    count = int(os.environ.get("CYA_TASKS", count))
     return runnable[:count] if split == "unguided" else runnable[-count:]
 
 
@@ -187,15 +187,17 @@ def first_difference(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> str:
     return f"lengths {len(a)} (upstream) vs {len(b)} (qitos)"
 
 
-CASES = [("unguided", {}, 6000, 15, SENT_MODEL),
-         ("guided", {"max_input_tokens": 1500, "iterations_until_hint": 2}, 1500, 5, SENT_MODEL),
-         ("guided", {"max_input_tokens": 1500, "iterations_until_hint": 2}, 1500, 5, OTHER_MODEL)]
+# the third case checks the token counting of a model outside the gpt-4o family (cl100k): fewer tasks do that
+# (CYA_TASKS=10 runs 10 in every case)
+CASES = [("unguided", {}, 6000, 15, SENT_MODEL, 10),
+         ("guided", {"max_input_tokens": 1500, "iterations_until_hint": 2}, 1500, 5, SENT_MODEL, 10),
+         ("guided", {"max_input_tokens": 1500, "iterations_until_hint": 2}, 1500, 5, OTHER_MODEL, 5)]
 
 
-@pytest.mark.parametrize(("split", "options", "max_input_tokens", "max_iterations", "model"), CASES)
+@pytest.mark.parametrize(("split", "options", "max_input_tokens", "max_iterations", "model", "count"), CASES)
 def test_same_requests_and_commands_as_upstream(cybench_data: Path, server: OpenAIServer, tmp_path: Path,
                                                 split: str, options: dict, max_input_tokens: int,
-                                                max_iterations: int, model: str) -> None:
+                                                max_iterations: int, model: str, count: int) -> None:
     ok, why = BwrapSandbox.available()
     require_system(ok, f"the bwrap sandbox ({why})")
     encoding = encoding_name_for_model(model)
@@ -204,7 +206,7 @@ def test_same_requests_and_commands_as_upstream(cybench_data: Path, server: Open
     require_system(shutil.which("tree") is not None, "tree (upstream's run_task.py lists the task's files with it)")
     activate(encoding)
     started = time.monotonic()
-    records = tasks_for(cybench_data, split)
+    records = tasks_for(cybench_data, split, count)
     expected: dict[str, list[dict[str, Any]]] = {}
     upstream: dict[str, dict[str, Any]] = {}
     for record in records:
@@ -248,7 +250,7 @@ def test_same_requests_and_commands_as_upstream(cybench_data: Path, server: Open
           f"{long_tail} showing the end of seq 1 30000, {wide_seen} showing the 3-byte run), {commands} identical "
           f"commands ({long_runs} over 20 kB with a character at byte 20,000, {wide_runs} of 30 kB of 你), "
           f"{answers} identical answers, {time.monotonic() - started:.0f} s")
-    assert len(records) >= 10 and commands > 0 and answers > 0 and truncated > 0 and timeouts > 0 and undecodable > 0
+    assert len(records) >= count and commands > 0 and answers > 0 and truncated > 0 and timeouts > 0 and undecodable > 0
     assert long_runs > 0 and wide_runs > 0 and long_tail > 0 and wide_seen > 0 and prompt_dir == len(contents)
     assert hinted > 0 if split == "guided" else hinted == 0
     assert {tuple(sorted(b)) for b in flat} == {("max_tokens", "messages", "model", "stop", "temperature")}
