@@ -299,6 +299,8 @@ def _resume(cfg: RunConfig, adapter: BenchmarkAdapter, tasks: list[Task], spec: 
             f"{spec.fingerprint()}{'; changed: ' + '; '.join(changed) if changed else ''}). "
             "Use another --output, or --force to append anyway.")
     cut = results.repair() if results.cut and not cfg.dry_run else results.cut  # rows a crash cut short
+    if not cfg.dry_run:
+        _seal_tail(existing)
     all_jobs = [(t, trial) for trial in range(cfg.trials) for t in tasks]
     selected = {(t.id, trial) for t, trial in all_jobs}
     again = {"error"} if cfg.retry_errors else set()
@@ -328,6 +330,20 @@ def _resume(cfg: RunConfig, adapter: BenchmarkAdapter, tasks: list[Task], spec: 
             raise
     return BatchPlan(cfg, adapter, tasks, jobs, len(all_jobs) - len(jobs), output, spec, experiment, ctx, warnings,
                      lock, len(outside))
+
+
+SEAL_TAIL_ROWS = 256  # more than the jobs ever in flight at once: where a kill can fall between a row and its seal
+
+
+def _seal_tail(existing: list[dict]) -> None:
+    """A kill between a row's append and its trace's seal leaves a trace saying `running` (interrupted) for a task
+    whose row is saved: the row is durable, so its trace may say it is complete now. Only the last rows can be
+    in that window."""
+    from qitos.trace.writer import seal_trace
+
+    for row in existing[-SEAL_TAIL_ROWS:]:
+        if row.get("trace_run_dir"):
+            seal_trace(row["trace_run_dir"])
 
 
 def _key(row: dict) -> tuple[str, int]:
