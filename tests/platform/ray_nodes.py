@@ -65,10 +65,18 @@ class RayNodes:
 
     def _ports(self) -> list[str]:
         low = free_port()
-        return [f"--node-manager-port={free_port()}", f"--object-manager-port={free_port()}",
+        workers = range(low, low + 41)
+
+        def outside() -> int:  # a free port not in the worker range (Ray refuses a port used twice)
+            port = free_port()
+            while port in workers:
+                port = free_port()
+            return port
+
+        return [f"--node-manager-port={outside()}", f"--object-manager-port={outside()}",
                 f"--min-worker-port={low}", f"--max-worker-port={low + 40}",
-                f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
-                f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}"]
+                f"--dashboard-agent-listen-port={outside()}", f"--dashboard-agent-grpc-port={outside()}",
+                f"--metrics-export-port={outside()}", f"--runtime-env-agent-port={outside()}"]
 
     def _start(self, name: str, args: list[str], env: dict[str, str]) -> None:
         log = open(self.logs / f"ray-{name}.log", "w")
