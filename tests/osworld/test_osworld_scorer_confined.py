@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from osworld_fake_controller import FakeController
 from tests.conftest import require_system
+from tests.osworld.test_osworld_evaluator import fake_checkout
 
 from qitos.benchmark.base import LoadOptions
 from qitos.benchmark.config import ModelConfig, RunConfig
@@ -210,14 +211,8 @@ def fine(result, expected):
 
 @pytest.fixture(scope="module")
 def bad(tmp_path_factory):
-    root = tmp_path_factory.mktemp("checkout")
-    evaluators = root / "desktop_env" / "evaluators"
-    (evaluators / "getters").mkdir(parents=True)
-    (evaluators / "metrics").mkdir()
-    (evaluators / "__init__.py").write_text("")
-    (evaluators / "getters" / "__init__.py").write_text("def get_rule(env, config):\n    return config['rules']\n")
-    (evaluators / "metrics" / "__init__.py").write_text("from .bad import spin, hog, big, word, forged, fine\n")
-    (evaluators / "metrics" / "bad.py").write_text(textwrap.dedent(BAD_METRICS))
+    root = fake_checkout(tmp_path_factory.mktemp("checkout"), "from .bad import spin, hog, big, word, forged, fine\n")
+    (root / "desktop_env" / "evaluators" / "metrics" / "bad.py").write_text(textwrap.dedent(BAD_METRICS))
     return load_evaluators(root)
 
 
