@@ -1,5 +1,7 @@
 # Two commands for a fresh machine: `make demo` and `make test`.
 PYTHON ?= python3
+# Some machines export PYTHONDONTWRITEBYTECODE=1: every `qit` the tests start would compile QitOS afresh.
+unexport PYTHONDONTWRITEBYTECODE
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 DEMO_LOGDIR ?= runs
@@ -37,9 +39,9 @@ demo: $(VENV)/.installed-local
 	@echo "traces: $(DEMO_LOGDIR)/   results: $(DEMO_RESULTS)"
 	@echo "browse: $(BIN)/qita board --logdir $(DEMO_LOGDIR) --results $(DEMO_RESULTS)"
 
-## test: set up .venv with the test extras and run the whole test suite
+## test: set up .venv with the test extras and run the whole test suite, one worker per CPU (pytest-xdist)
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q --durations=25; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
+	$(BIN)/python -m pytest -q -n auto --dist loadgroup --durations=25; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
 
 clean:
 	rm -rf $(VENV) qitos-demo

@@ -100,7 +100,10 @@ def test_fork_bomb_memory_hog_and_disk_fill_each_end_as_a_tool_error(tmp_path: P
         "rm -f /tmp/fill*; echo alive",
     ]
     def cgroups() -> set[Path]:
-        return {p for base in {support.pids, support.memory} if base for p in Path(base).glob("qitos-sandbox-*")}
+        """Sandbox cgroups whose creating process has exited: this run's (it finished), never those of a run
+        still going beside this test (another pytest worker, another checkout's run)."""
+        found = {p for base in {support.pids, support.memory} if base for p in Path(base).glob("qitos-sandbox-*")}
+        return {p for p in found if not Path(f"/proc/{p.name.split('-')[2]}").exists()}
 
     before = cgroups()  # other runs on this machine may hold theirs; this run must leave none of its own
     started = time.monotonic()

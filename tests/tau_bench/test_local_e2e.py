@@ -1,4 +1,4 @@
-"""Offline end to end: the embedded local model as agent and as simulated user, 3 tasks x 2 trials (pass^2 needs two).
+"""Offline end to end: the embedded local model as agent and as simulated user, 2 tasks x 2 trials (pass^2 needs two).
 
 Slow on purpose (real llama.cpp inference over the full retail policy and tool list); budgets
 are kept small. The model's answers are not judged, only that the run is complete and sound.
@@ -20,13 +20,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 def test_local_model_agent_and_user(tau_data: Path, tmp_path: Path) -> None:
     env = {"QITOS_DATA_DIR": str(tau_data.parent)}
     protocol = load_upstream(tau_data)
-    done = qit("bench", "run", "--benchmark", "tau-bench", "--subset", "retail", "--split", "test", "--limit", "3",
+    done = qit("bench", "run", "--benchmark", "tau-bench", "--subset", "retail", "--split", "test", "--limit", "2",
                "--trials", "2", "--max-steps", "2", "--max-tokens", "48", "--concurrency", "1",
                "--output", "r.jsonl", "--trace-logdir", "runs", cwd=tmp_path, env=env, timeout=3500)
     assert done.returncode == 0, done.stdout + done.stderr
     out = rows(tmp_path / "r.jsonl")
     assert sorted((r["task_id"], r["trial"]) for r in out) == [
-        (f"tau_retail_test_{i:05d}", t) for i in range(3) for t in range(2)]
+        (f"tau_retail_test_{i:05d}", t) for i in range(2) for t in range(2)]
     for row in out:
         assert row["model"].startswith("local:") and ".gguf@sha256:" in row["model"] and row["error"] is None, row
         assert row["stop_reason"] in ("env_terminal", "budget_steps", "parse_error_limit"), row["stop_reason"]
