@@ -64,13 +64,14 @@ from .options import OsworldOptions
 from .errors import OSWorldError, TaskFormatError
 from .config import NEEDS_CREDENTIALS
 from .coverage import CoverageReport, coverage_report
+from .coverage_cache import Scorability, cached_scorability
 from .downloads import HttpDownloader
 from .evaluator import evaluate, resolve
 from .scorer import scorer_isolation
 from .metrics import domain_of, osworld_metrics
 from .provider import ENV_CONTROLLER, NO_PROVIDER_REASON, readiness, run_setup
 from .tasks import SPLITS, Evaluator, OSWorldTask, load_split_index, load_tasks, resolve_examples_dir
-from .upstream import UpstreamEvaluators, load_evaluators
+from .upstream import UpstreamEvaluators, evaluators_dir, load_evaluators
 from .vm_pool import controller_urls, provider_kind, vm_pool
 
 if TYPE_CHECKING:
@@ -158,7 +159,7 @@ class OsworldAdapter(BenchmarkAdapter):
         """How many test_all tasks the official evaluators can score here (metrics and getters resolve, optional
         packages present)."""
         try:
-            report = _coverage(examples, load_evaluators(data_root(load)))
+            report = _scorability(load, examples).coverage
         except OSWorldError as exc:
             return Requirement(name="official evaluators", ok=False, detail=str(exc))
         needs = ", ".join(f"{package} ({count})" for package, count in report.needs_package.items())
@@ -174,7 +175,7 @@ class OsworldAdapter(BenchmarkAdapter):
         packages, no Google credentials needed, a desktop provider is configured), and why the others cannot."""
         try:
             examples = resolve_examples_dir(data_root(load))
-            evaluators = load_evaluators(data_root(load))
+            resolutions = _scorability(load, examples).resolutions
         except OSWorldError:
             return super().runnable_here(load)
         provider = self._provider_requirement(load)
@@ -183,7 +184,7 @@ class OsworldAdapter(BenchmarkAdapter):
             tasks = load_tasks(examples, split)
             reasons: Counter[str] = Counter()
             for task in tasks:
-                scorable = resolve(task, evaluators)
+                scorable = resolutions.get(task.task_id) or resolve(task, load_evaluators(data_root(load)))
                 steps = {step.type for step in [*task.config, *task.evaluator.postconfig]}
                 if scorable.status != "ready":
                     reasons[f"evaluator needs {', '.join(scorable.packages)}" if scorable.packages
@@ -376,6 +377,18 @@ class OsworldAdapter(BenchmarkAdapter):
 
 
 _COVERAGE: dict[tuple[Path, Path], CoverageReport] = {}
+
+
+def _scorability(load: LoadOptions, examples: Path) -> Scorability:
+    """What the official evaluators can score here; on disk between commands (importing them takes seconds)."""
+    root = data_root(load)
+
+    def compute() -> Scorability:
+        evaluators = load_evaluators(root)
+        return Scorability(coverage=_coverage(examples, evaluators),
+                           resolutions={t.task_id: resolve(t, evaluators) for t in load_tasks(examples, "test_all")})
+
+    return cached_scorability(examples, evaluators_dir(root), compute)
 
 
 def _coverage(examples: Path, evaluators: UpstreamEvaluators) -> CoverageReport:
