@@ -41,7 +41,7 @@ demo: $(VENV)/.installed-local
 
 ## test: set up .venv with the test extras and run the whole test suite, one worker per CPU (pytest-xdist)
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q -n auto --dist loadgroup --durations=25; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
+	$(BIN)/python -m pytest -q -n auto --maxprocesses 8 --dist loadgroup --durations=25; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
 
 clean:
 	rm -rf $(VENV) qitos-demo
