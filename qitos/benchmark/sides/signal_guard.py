@@ -77,6 +77,7 @@ def _filter(protected: list[int], groups: list[int]):
     deny = sc.ERRNO(errno.EPERM)
     f = sc.SyscallFilter(sc.ALLOW)
     f.set_attr(sc.Attr.ACT_BADARCH, sc.KILL_PROCESS)
+    f.set_attr(sc.Attr.CTL_TSYNC, 1)  # every thread of the process, should there be more than one
 
     def arg32(index: int, value: int):
         return sc.Arg(index, sc.MASKED_EQ, _MASK32, value & _MASK32)
