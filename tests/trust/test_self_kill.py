@@ -28,12 +28,12 @@ from .conftest import agent_folder
 
 ROUTES = {1: "kill-self", 2: "killpg-0", 3: "shell-kill-all", 4: "shell-kill-ppid", 5: "pthread-kill",
           6: "raw-syscall", 7: "pidfd-self", 8: "kill-host", 9: "abort", 10: "segfault", 11: "exit-137",
-          12: "timer-sigkill"}
-DENIED = ("kill-self", "killpg-0", "shell-kill-all", "shell-kill-ppid", "pthread-kill", "raw-syscall", "pidfd-self",
+          12: "timer-sigkill", 14: "kill-sibling"}
+DENIED = ("kill-sibling", "kill-self", "killpg-0", "shell-kill-all", "shell-kill-ppid", "pthread-kill", "raw-syscall", "pidfd-self",
           "kill-host", "timer-sigkill")
 DIED = {"abort": ("SIGSEGV", "SIGABRT"), "segfault": ("SIGSEGV",), "exit-137": ("code 137",)}
-HONEST = (0, 13)  # 13 kills its own children on the way to the right answer
-TASKS = 14
+HONEST = (0, 13, 15)  # 13 kills its own children on the way to the right answer; 15 is the sibling 14 shoots at
+TASKS = 16
 
 KILLER = '''
 import ctypes
@@ -76,6 +76,8 @@ def attempt(how):
         ctypes.string_at(0)
     elif how == "exit-137":
         os._exit(137)
+    elif how == "kill-sibling":  # another task's process in the same agent host (task mode: Landlock's scope)
+        return kill_sibling(libc)
     elif how == "timer-sigkill":  # a POSIX timer whose signal is SIGKILL (struct sigevent: value, signo, notify)
         event = (ctypes.c_int * 16)(0, 0, signal.SIGKILL, 0)
         timer = ctypes.c_void_p()
@@ -83,6 +85,26 @@ def attempt(how):
             return f"timer_create: errno {ctypes.get_errno()}"
     time.sleep(1)
     return "still alive"
+
+
+def kill_sibling(libc):
+    if libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1)) < 6:
+        return "no landlock signal scope on this kernel"
+    for _ in range(50):
+        siblings = []
+        for entry in os.listdir("/proc"):
+            try:
+                fields = open(f"/proc/{entry}/stat").read().rpartition(")")[2].split()
+            except (OSError, ValueError):
+                continue
+            if entry.isdigit() and int(entry) != os.getpid() and int(fields[1]) == os.getppid():
+                siblings.append(int(entry))
+        if siblings:
+            for pid in siblings:
+                os.kill(pid, signal.SIGKILL)
+            return f"killed {siblings}"
+        time.sleep(0.1)
+    return "no sibling process"
 
 
 def kill_own_children():
@@ -112,6 +134,8 @@ class Killer(AgentModule):
         answer = (reply.text or "").replace("Final Answer:", "").strip()
         if number == 13:
             kill_own_children()
+        if number == 15:
+            time.sleep(6)  # alive while task 14 looks for a sibling to kill
         how = ROUTES.get(number)
         if how is None:
             return Decision.final(answer)
@@ -157,7 +181,11 @@ def test_an_agent_that_kills_itself_is_scored_not_rerun(tmp_path: Path, mode: st
         for number, how in ROUTES.items():
             row = found[f"t{number}"]
             assert row["success"] is False, (how, row)
-            if how in DENIED:
+            if how == "kill-sibling":
+                assert row["stop_reason"] == "final", row
+                assert "Operation not permitted" in row["prediction"] or (
+                    mode == "batch" and "no sibling" in row["prediction"]) or "no landlock" in row["prediction"], row
+            elif how in DENIED:
                 assert row["stop_reason"] == "final", (how, row)
                 assert row["prediction"].startswith(f"denied {how}: "), (how, row["prediction"])
                 assert re.search(r"Operation not permitted|errno 1\b|rc=1", row["prediction"]), (how, row["prediction"])
@@ -176,3 +204,26 @@ def test_an_agent_that_kills_itself_is_scored_not_rerun(tmp_path: Path, mode: st
         assert second.returncode == 0, (second.stdout[-2000:], second.stderr[-3000:])
         assert len(server.requests) == asked, "a rerun ran tasks again"
     assert {r["task_id"]: r for r in rows(tmp_path / "r.jsonl")} == found
+
+
+@pytest.mark.parametrize(("end", "running", "reason", "says"), [
+    ({"signal": 9, "code": None}, False, "agent_process_died", "SIGKILL"),
+    ({"signal": 15, "code": None}, False, "agent_process_died", "SIGTERM"),
+    ({"signal": 1, "code": None}, False, "agent_process_died", "SIGHUP"),
+    ({"signal": 2, "code": None}, False, "agent_process_died", "SIGINT"),
+    (None, False, "agent_process_died", "agent host ended"),
+    ({"signal": 11, "code": None}, False, "error", "SIGSEGV"),
+    ({"signal": 6, "code": None}, False, "error", "SIGABRT"),
+    ({"signal": 31, "code": None}, False, "error", "SIGSYS"),
+    ({"signal": 10, "code": None}, False, "error", "SIGUSR1"),
+    ({"signal": None, "code": 137}, False, "error", "code 137"),
+    ({"signal": None, "code": 0}, False, "error", "code 0"),
+    (None, True, "error", "went on running"),
+])
+def test_how_a_process_ended_decides_whose_failure(end, running, reason, says) -> None:
+    """Only the signals no agent process may send (the guard) make a death outside the agent."""
+    from qitos.benchmark.sides.evidence import process_end
+
+    got, error, metadata = process_end(end, running)
+    assert got == reason and says in error, (got, error)
+    assert reason != "error" or says in metadata["agent_process_end"]
