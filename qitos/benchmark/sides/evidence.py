@@ -124,7 +124,8 @@ def process_end(end: dict | None, running: bool) -> tuple[str, str, dict[str, An
             return (StopReason.AGENT_PROCESS_DIED.value, f"the agent's process was killed by {name} (which no "
                     "agent process may send it: from outside) before it reported an outcome",
                     {"agent_process_end": name})
-        what = f"its process died by {name}, which it raised itself (the agent side cannot be sent it from outside)"
+        what = (f"its process died by {name} (a fault or signal of its own: only SIGKILL, SIGTERM, SIGINT and "
+                f"SIGHUP are taken as sent from outside)")
     else:
         what = f"its process exited with code {end.get('code')} on its own"
     return (StopReason.ERROR.value, f"the agent side reported no outcome: {what}; scored as the agent's failure",
