@@ -10,27 +10,35 @@ hand is an `error` row, success false, with how it ended in the row's metadata. 
 and the identical command runs nothing again. A runner that kills its own children (a process group it made, a
 subprocess timeout, a shell's `kill` of its background job) still succeeds. Task and batch modes.
 
-SIGKILL from outside stays `agent_process_died`, unscored and run again: tests/platform/test_outside_failures.py.
+A signal only the outside may send (SIGTERM to a task's process, SIGHUP to the batch process) stays
+`agent_process_died`, unscored and run again (SIGKILL: tests/platform/test_outside_failures.py).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.platform.conftest import qit, rows, write_tasks
+from tests.platform.conftest import REPO, qit, rows, write_tasks
 from tests.support.openai_server import OpenAIServer, Reply
+from tests.support.reaper import descendants
 
 from .conftest import agent_folder
 
 ROUTES = {1: "kill-self", 2: "killpg-0", 3: "shell-kill-all", 4: "shell-kill-ppid", 5: "pthread-kill",
           6: "raw-syscall", 7: "pidfd-self", 8: "kill-host", 9: "abort", 10: "segfault", 11: "exit-137",
           12: "timer-sigkill", 14: "kill-sibling"}
-DENIED = ("kill-sibling", "kill-self", "killpg-0", "shell-kill-all", "shell-kill-ppid", "pthread-kill", "raw-syscall", "pidfd-self",
-          "kill-host", "timer-sigkill")
+DENIED = ("kill-sibling", "kill-self", "killpg-0", "shell-kill-all", "shell-kill-ppid", "pthread-kill", "raw-syscall",
+          "pidfd-self", "kill-host", "timer-sigkill")
 DIED = {"abort": ("SIGSEGV", "SIGABRT"), "segfault": ("SIGSEGV",), "exit-137": ("code 137",)}
 HONEST = (0, 13, 15)  # 13 kills its own children on the way to the right answer; 15 is the sibling 14 shoots at
 TASKS = 16
@@ -227,3 +235,98 @@ def test_how_a_process_ended_decides_whose_failure(end, running, reason, says) -
     got, error, metadata = process_end(end, running)
     assert got == reason and says in error, (got, error)
     assert reason != "error" or says in metadata["agent_process_end"]
+
+
+SLEEPER = '''
+import re
+import time
+
+from qitos.core import AgentModule, Decision
+
+
+class Sleeper(AgentModule):
+    name = "sleeper"
+
+    def __init__(self, model):
+        super().__init__(tools=[], system_prompt="Answer briefly.")
+        self.model = model
+
+    def decide(self, task, state):
+        reply = self.model.complete([{"role": "user", "content": task.objective}])
+        if reply.text == "SLEEP":
+            time.sleep(120)  # until the outside ends it
+        return Decision.final((reply.text or "").replace("Final Answer:", "").strip())
+
+
+def build(ctx):
+    return Sleeper(ctx.make_model())
+'''
+
+
+@pytest.mark.parametrize(("mode", "signame"), [("task", "SIGTERM"), ("batch", "SIGHUP")])
+def test_an_agent_process_ended_from_outside_is_unscored_and_rerun(tmp_path: Path, mode: str, signame: str) -> None:
+    """The other side of the line: the signals only the outside can send (here SIGTERM to a task's process, SIGHUP
+    to the batch process, as an operator would) leave the task unscored, and the same command runs it again."""
+    source = tmp_path / "src" / "sleeper_agent.py"
+    source.parent.mkdir()
+    source.write_text(SLEEPER)
+    folder = agent_folder(tmp_path, source)
+    write_tasks(tmp_path / "tasks.jsonl", 2)
+    sleep = {"on": True}
+
+    def reply(body: dict) -> Reply:
+        number = _number(body)
+        return Reply(text="SLEEP" if number == 1 and sleep["on"] else f"Final Answer: {2 * number}")
+
+    def command(server: OpenAIServer) -> list[str]:
+        return [sys.executable, "-m", "qitos.cli.qit", "bench", "run", "-b", "jsonl", "--root",
+                str(tmp_path / "tasks.jsonl"), "--runner", "sleeper_agent:build", "--model-name", "gpt-x",
+                "--base-url", server.base_url,
+                "--agent-processes", mode, "--concurrency", "1", "--output", str(tmp_path / "r.jsonl"),
+                "--trace-logdir", str(tmp_path / "runs")]
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": "sk-test"}
+    with OpenAIServer(default=reply) as server:
+        run = subprocess.Popen(command(server), cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+        killed: list[int] = []
+
+        def kill_the_sleeper() -> None:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and run.poll() is None:
+                if any(_number(r["body"]) == 1 for r in server.requests):
+                    found = descendants(run.pid)
+                    hosts = {p for p, cmd in found.items() if "sides.zygote" in cmd and not cmd.startswith("bwrap")}
+                    agents = [p for p in hosts if _parent(p) in hosts]  # a task's process, or the batch process
+                    if agents:
+                        os.kill(agents[0], getattr(signal, signame))
+                        killed.append(agents[0])
+                        return
+                time.sleep(0.1)
+
+        thread = threading.Thread(target=kill_the_sleeper)
+        thread.start()
+        out, err = run.communicate(timeout=240)
+        thread.join()
+        assert killed, (out[-2000:], err[-2000:])
+        first = {r["task_id"]: r for r in rows(tmp_path / "r.jsonl")}
+        row = first["t1"]
+        assert row["stop_reason"] == "agent_process_died" and row["success"] is None, row
+        assert f"killed by {signame}" in row["error"], row["error"]
+        assert run.returncode == 3, (run.returncode, out[-2000:])
+        assert first["t0"]["success"] is True, first["t0"]
+
+        sleep["on"] = False
+        again = subprocess.run(command(server), cwd=folder, env=env, capture_output=True, text=True, timeout=240)
+        assert again.returncode == 0, (again.stdout[-2000:], again.stderr[-2000:])
+        assert "1 row(s) failed outside the agent (agent_process_died); running them again" in again.stderr
+    final = {r["task_id"]: r for r in rows(tmp_path / "r.jsonl")}
+    assert final["t1"]["stop_reason"] == "final" and final["t1"]["success"] is True, final["t1"]
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return int(handle.read().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None

@@ -20,8 +20,8 @@ signal, by job number): the scoring side's evidence when a job's socket closes w
 
 `batch` mode trades that per-task freshness for throughput: the host forks one batch process (guarded like a
 task's child) and hands it every job, which it runs on a thread of its own, in a work dir of its own
-(`/tmp/work/<random>`), sharing one model client. Tasks of a batch can then reach each other's work dirs, files in /tmp and
-/dev/shm, and memory (never gold, which is not in the process), and no per-task limit on memory,
+(`/tmp/work/<random>`), sharing one model client. Tasks of a batch can then reach each other's work dirs,
+files in /tmp and /dev/shm, and memory (never gold, which is not in the process), and no per-task limit on memory,
 processes, file size or CPU time applies (only the streamed-asset quotas). The RunSpec records the mode.
 """
 
@@ -36,6 +36,8 @@ import threading
 import traceback
 from pathlib import Path
 from typing import Any
+
+from .ends import Reaper
 
 _libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP = 4, 38, 24
@@ -276,44 +278,7 @@ class _Link:
         return reply.get("value")
 
 
-class _Reaper:
-    """The host's children and the jobs each was given; reports how each ended on the control socket."""
-
-    def __init__(self, control: socket.socket) -> None:
-        self.control = control
-        self.jobs: dict[int, list[int]] = {}  # child pid -> [first job number, last job number]
-        self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        signal.set_wakeup_fd(self.wake_w)
-        signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes `serve`'s select through the wakeup fd
-
-    def reap(self) -> None:
-        import json
-
-        try:
-            while os.read(self.wake_r, 512):
-                pass
-        except BlockingIOError:
-            pass
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            first, last = self.jobs.pop(pid, (None, None))
-            if first is None:
-                continue
-            end = {"first": first, "last": last,
-                   "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-                   "code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None}
-            try:
-                self.control.sendall(b"E" + json.dumps(end).encode() + b"\n")
-            except OSError:
-                return
-
-
-def _in_child(control: socket.socket, reaper: _Reaper) -> None:
+def _in_child(control: socket.socket, reaper: Reaper) -> None:
     """A freshly forked child of the host: nothing of the host's signal handling or control socket."""
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -377,7 +342,7 @@ def serve(control_fd: int, warm: list[str], mode: str) -> None:
     gc.freeze()
     WORK.mkdir(parents=True, exist_ok=True)  # each child mounts its own empty tmpfs here (task mode)
     control = socket.socket(fileno=control_fd)
-    reaper = _Reaper(control)
+    reaper = Reaper(control)
     batch: tuple[int, socket.socket] | None = None  # (pid, its job socket) in batch mode
     number = 0  # jobs received so far: the scoring side numbers them the same way
     control.send(b"R")  # ready
