@@ -234,6 +234,10 @@ class AgentHost:
     def close(self) -> None:
         with self._lock:
             if self._control is not None:
+                try:  # the host sees the end at once (a close alone would wait for the reader thread's recv)
+                    self._control.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
                 self._control.close()
                 self._control = None
             if self._proc is not None:
