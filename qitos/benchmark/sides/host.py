@@ -81,7 +81,7 @@ class AgentHost:
                             "and can reach each other's work dirs"}[self.mode]
         self.isolation_detail = (
             (f"agent side in a separate process confined by {why} (own PID namespace, no data dir, tasks, results "
-             f"or traces; network {'shared' if settings.network else 'off'}; {per_job})")
+             f"or traces; network {'shared' if settings.network else 'off'}; {per_job}; {guard_detail()})")
             if self.confined else f"agent side in a separate but unconfined process: {why}; {per_job}")
 
     def warm_modules(self) -> list[str]:
@@ -247,6 +247,15 @@ class AgentHost:
                     self._proc.kill()
                     self._proc.wait()
                 self._proc = None
+
+
+def guard_detail() -> str:
+    """What `signal_guard` holds on this kernel, for the run's isolation check."""
+    from .signal_guard import landlock_abi
+
+    scope = ("nor another task's (Landlock signal scope)" if landlock_abi() >= 6 else
+             "but may signal another task's on this kernel (no Landlock signal scope before Linux 6.12)")
+    return f"a task's processes cannot signal its own agent process, the host or init (seccomp), {scope}"
 
 
 def runner_root(runner: str) -> tuple[str | None, str | None]:

@@ -48,7 +48,7 @@ class _RulesetAttr(ctypes.Structure):
                 ("scoped", ctypes.c_uint64)]
 
 
-def _landlock_abi() -> int:
+def landlock_abi() -> int:
     libc = ctypes.CDLL(None, use_errno=True)
     version = libc.syscall(_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0),
                            ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))
@@ -57,7 +57,7 @@ def _landlock_abi() -> int:
 
 def _scope_signals() -> bool:
     """Landlock's signal scope for this process and its descendants; False where the kernel lacks it."""
-    if _landlock_abi() < 6:
+    if landlock_abi() < 6:
         return False
     libc = ctypes.CDLL(None, use_errno=True)
     attr = _RulesetAttr(0, 0, _LANDLOCK_SCOPE_SIGNAL)
