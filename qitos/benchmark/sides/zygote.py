@@ -90,9 +90,7 @@ def _receive_job(sock: socket.socket) -> Any:
 def _child(sock: socket.socket, private_mounts: bool) -> int:
     """A fresh process for one job: with private writable places (task mode), under its limits, without
     privileges; then run the job in its work dir."""
-    from . import task_ns
-
-    from . import signal_guard
+    from . import signal_guard, task_ns
 
     try:
         _hello(sock)
@@ -315,6 +313,18 @@ def _batch_process(jobs: socket.socket) -> int:
         threading.Thread(target=_pooled_job, args=(sock,), daemon=True).start()
 
 
+def _start_batch(control: socket.socket, reaper: Reaper) -> tuple[int, socket.socket]:
+    """Fork the batch process; (its pid, the socket its jobs go through)."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    pid = os.fork()
+    if pid == 0:
+        _in_child(control, reaper)
+        ours.close()
+        os._exit(_batch_process(theirs))
+    theirs.close()
+    return pid, ours
+
+
 def serve(control_fd: int, warm: list[str], mode: str) -> None:
     """Run each job socket received on the control socket: a forked child per job (`task`, `task-shared-tmp`),
     or a thread of the one batch process (`batch`). Exit when the control socket closes."""
@@ -366,22 +376,17 @@ def serve(control_fd: int, warm: list[str], mode: str) -> None:
             return  # the scoring side closed the control socket
         job, number = number, number + 1
         if pooled:
-            if batch is None:
-                ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-                pid = os.fork()
-                if pid == 0:
-                    _in_child(control, reaper)
-                    ours.close()
-                    code = _batch_process(theirs)
-                    os._exit(code)
-                theirs.close()
-                batch = (pid, ours)
-                reaper.jobs[pid] = [job, job]
-            reaper.jobs[batch[0]][1] = job
-            try:
-                socket.send_fds(batch[1], [b"J"], [fds[0]])
-            except OSError:  # the batch process just died: the job's socket closes, its end is reported
-                pass
+            for _ in range(2):  # a batch process that died since the last job (not reaped yet): a fresh one
+                if batch is None:
+                    batch = _start_batch(control, reaper)
+                try:
+                    socket.send_fds(batch[1], [b"J"], [fds[0]])
+                except OSError:
+                    batch[1].close()
+                    batch = None
+                    continue
+                reaper.jobs.setdefault(batch[0], [job, job])[1] = job  # its end, when it comes, is this job's too
+                break
             os.close(fds[0])
             continue
         pid = os.fork()
