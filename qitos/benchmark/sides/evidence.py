@@ -19,8 +19,20 @@ name only what its own code decides (`AGENT_REPORTS`); everything else is the sc
 
 An outcome naming a reason it may not, or one this side did not see, becomes `error` (scored by the benchmark's
 scorer like any run that ended `error`: on the answer it gave, if any) and the row's metadata keeps what was claimed
-(`claimed_stop_reason`). Not closed here: an agent that kills its own process is seen dying (`agent_process_died`)
-like one killed from outside; see docs/concepts.md.
+(`claimed_stop_reason`).
+
+A job whose socket closes without an outcome is judged by how its process ended, as the agent host saw it
+reaping it (`process_end`; the host runs no agent code and no job can signal, trace or read it):
+`agent_process_died` only for death by SIGKILL, SIGTERM, SIGINT or SIGHUP, which the signal guard
+(`signal_guard.py`) lets no agent process send to its own task's agent process, the host or the sandbox's
+init, so only the outside sends them (the OOM killer, an operator, a dying worker); and when the host itself is
+gone (killed from outside: the guard covers it too). Any other end is the agent's own failure, scored `error`
+with what happened in the row's metadata (`agent_process_end`): a fault it raised (SIGSEGV, SIGBUS, SIGABRT,
+SIGILL, SIGFPE, SIGSYS from the guard), any other signal it sent itself, an exit on its own, or its process
+still running after it closed its connection. Left open: on a kernel without Landlock's signal scope (before
+6.12), an agent process can signal a sibling task's in `--agent-processes task` (which that sibling's row
+shows as `agent_process_died`, run again), and a SIGKILL from the system's OOM killer where no memory cgroup
+bounds the task is taken as outside (see docs/security.md).
 """
 
 from __future__ import annotations
@@ -87,6 +99,37 @@ class OutsideEvidence:
                          f"scored as the agent's error" + (f"; it said: {outcome.error}" if outcome.error else ""))
         outcome.failure = None
         return claim
+
+
+def process_end(end: dict | None, running: bool) -> tuple[str, str, dict[str, Any]]:
+    """(stop reason, error, metadata) of a job whose socket closed without an outcome. `end`: the host's report
+    of how its process ended (`AgentHost.ended`), None when the host is gone or said nothing; `running`: the
+    job's process is still there (it closed its connection itself)."""
+    import signal as signals
+
+    from .signal_guard import OUTSIDE_SIGNALS
+
+    if end is None and running:
+        what = "its process closed its connection to the scoring side and went on running"
+    elif end is None:
+        return (StopReason.AGENT_PROCESS_DIED.value, "the agent host ended (killed from outside) before the task "
+                "reported an outcome", {})
+    elif end.get("signal") is not None:
+        number = int(end["signal"])
+        try:
+            name = signals.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        if number in OUTSIDE_SIGNALS:
+            return (StopReason.AGENT_PROCESS_DIED.value, f"the agent's process was killed by {name} (which no "
+                    "agent process may send it: from outside) before it reported an outcome",
+                    {"agent_process_end": name})
+        what = (f"its process died by {name} (a fault or signal of its own: only SIGKILL, SIGTERM, SIGINT and "
+                f"SIGHUP are taken as sent from outside)")
+    else:
+        what = f"its process exited with code {end.get('code')} on its own"
+    return (StopReason.ERROR.value, f"the agent side reported no outcome: {what}; scored as the agent's failure",
+            {"agent_process_end": what})
 
 
 def endpoint_failed(exc: BaseException, given: float | None = None, budget: float | None = None,

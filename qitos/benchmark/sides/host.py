@@ -3,7 +3,8 @@
 One host per batch (per scoring process): started by exec, so it holds nothing of this process's
 memory; confined by `confine.host_argv` when bubblewrap works here, otherwise an unconfined child
 process (and the run's `agent_isolated` check fails, saying why). Each job gets its own socket,
-passed to the host, which forks a fresh child to run it.
+passed to the host, which forks a fresh child to run it; the host reports on its control socket how each
+job's process ended (`ended`), the evidence for a job whose socket closed without an outcome.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from .wire import Channel
 START_TIMEOUT_SECONDS = 60
 # modules every job needs, imported once by the host so a job's child starts warm
 WARM_MODULES = ["qitos.benchmark.sides.agent", "qitos.core.engine", "qitos.core.parsers", "qitos.models.registry",
-                "pydantic"]
+                "pydantic", "qitos.benchmark.sides.signal_guard", "pyseccomp"]
 # and when the agent side builds its own OpenAI-compatible client (about a second to import, once)
 WARM_CLIENT_MODULES = ["qitos.models.openai_compat", "openai", "httpx"]
 # environment variables the agent side gets from the host's (besides the model key's variable)
@@ -60,6 +61,11 @@ class AgentHost:
         self._proc: subprocess.Popen | None = None
         self._control: socket.socket | None = None
         self._log = tempfile.TemporaryFile(prefix="qitos-agent-host-")
+        self._generation = 0  # host processes started so far; a job is (generation, number)
+        self._jobs = 0  # jobs sent to the current host process (the host numbers them the same way)
+        self._ends: dict[int, list[dict]] = {}  # generation -> how its jobs' processes ended (the host's reports)
+        self._gone: set[int] = set()  # generations whose host process is gone (its control socket closed)
+        self._ended = threading.Condition()
         ok, why, private = confinement_status()
         self.confined = ok and settings.confine
         self.private_mounts = self.confined and private and settings.processes == "task"
@@ -75,7 +81,7 @@ class AgentHost:
                             "and can reach each other's work dirs"}[self.mode]
         self.isolation_detail = (
             (f"agent side in a separate process confined by {why} (own PID namespace, no data dir, tasks, results "
-             f"or traces; network {'shared' if settings.network else 'off'}; {per_job})")
+             f"or traces; network {'shared' if settings.network else 'off'}; {per_job}; {guard_detail()})")
             if self.confined else f"agent side in a separate but unconfined process: {why}; {per_job}")
 
     def warm_modules(self) -> list[str]:
@@ -160,6 +166,45 @@ class AgentHost:
             raise AgentHostError(f"the agent host did not start: {self.log_tail() or 'no output'}")
         control.settimeout(None)
         self._control = control
+        self._generation += 1
+        self._jobs = 0
+        threading.Thread(target=self._read_ends, args=(control, self._generation), name="qitos-agent-host-ends",
+                         daemon=True).start()
+
+    def _read_ends(self, control: socket.socket, generation: int) -> None:
+        """The host's reports of its children's ends: `E{"first", "last", "signal", "code"}` lines, one per child."""
+        import json
+
+        buffer = b""
+        try:
+            while True:
+                data = control.recv(65536)
+                if not data:
+                    break
+                buffer += data
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.startswith(b"E"):
+                        with self._ended:
+                            self._ends.setdefault(generation, []).append(json.loads(line[1:]))
+                            self._ended.notify_all()
+        except (OSError, ValueError):
+            pass
+        with self._ended:
+            self._gone.add(generation)
+            self._ended.notify_all()
+
+    def ended(self, job: tuple[int, int], timeout: float) -> dict | None:
+        """How the process that ran `job` ended ({"signal": n or None, "code": n or None}), as the host saw it
+        reaping it; None when the host is gone or has not said so within `timeout` seconds (still running)."""
+        generation, number = job
+
+        def report() -> dict | None:
+            return next((e for e in self._ends.get(generation, []) if e["first"] <= number <= e["last"]), None)
+
+        with self._ended:
+            self._ended.wait_for(lambda: report() is not None or generation in self._gone, timeout)
+            return report()
 
     def log_tail(self, limit: int = 2000) -> str:
         self._log.flush()
@@ -181,11 +226,18 @@ class AgentHost:
                 raise AgentHostError(f"the agent host stopped taking jobs: {exc}; {self.log_tail()}") from None
             finally:
                 theirs.close()
-        return Channel(ours)
+            channel = Channel(ours)
+            channel.job = (self._generation, self._jobs)  # type: ignore[attr-defined]
+            self._jobs += 1
+        return channel
 
     def close(self) -> None:
         with self._lock:
             if self._control is not None:
+                try:  # the host sees the end at once (a close alone would wait for the reader thread's recv)
+                    self._control.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
                 self._control.close()
                 self._control = None
             if self._proc is not None:
@@ -195,6 +247,15 @@ class AgentHost:
                     self._proc.kill()
                     self._proc.wait()
                 self._proc = None
+
+
+def guard_detail() -> str:
+    """What `signal_guard` holds on this kernel, for the run's isolation check."""
+    from .signal_guard import landlock_abi
+
+    scope = ("nor another task's (Landlock signal scope)" if landlock_abi() >= 6 else
+             "but may signal another task's on this kernel (no Landlock signal scope before Linux 6.12)")
+    return f"a task's processes cannot signal its own agent process, the host or init (seccomp), {scope}"
 
 
 def runner_root(runner: str) -> tuple[str | None, str | None]:

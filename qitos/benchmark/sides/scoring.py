@@ -28,7 +28,7 @@ from qitos.trace.writer import TraceWriter, new_run_id
 
 from ..base import TaskRuntime
 from .contract import AgentCallRefused, AgentJob, AgentOutcome
-from .evidence import OutsideEvidence, lowered_by_agent, observed_factory, relay_failed
+from .evidence import CLAIM_KEY, OutsideEvidence, lowered_by_agent, observed_factory, process_end, relay_failed
 from .host import START_TIMEOUT_SECONDS
 from .limits import STOP_REASONS
 from .receiver import AssetQuotaExceeded, StreamError, TraceReceiver
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ..job import JobContext
 
 MODEL_FIELDS = ("model_name", "model_family", "model_provider", "base_url_host")
+PROCESS_END_WAIT_SECONDS = 5.0  # for the host's report of how a job's process ended, after its socket closed
 CANCEL_GRACE_SECONDS = 30.0  # after a cancel, how long the agent side may take to end its run
 DEADLINE_GRACE_SECONDS = 120.0  # beyond the task's own time budget, before the scoring side gives up
 # a --runner's own client in --agent-processes batch: not relayed (tasks share one process and its environment,
@@ -198,12 +199,22 @@ class _Job:
                 return self._limit_outcome(watch)
             if self.ctx.cancel_event.is_set():  # the run was being cancelled: no row, a rerun does it again
                 return AgentOutcome(stop_reason=StopReason.CANCELLED.value)
-            return AgentOutcome(stop_reason=StopReason.AGENT_PROCESS_DIED.value,  # outside the agent: run again
-                                error=f"the agent's process died before it reported an outcome ({exc})")
+            return self._process_end(host, channel, watch, exc)
         finally:
             if watch is not None:
                 watch.close()
             channel.close()
+
+    def _process_end(self, host: Any, channel: Any, watch: TaskWatch | None, exc: BaseException) -> AgentOutcome:
+        """The socket closed without an outcome: how the job's process ended decides whose failure it is
+        (`evidence.process_end`): outside (unscored, run again) only for a death the agent could not cause."""
+        job = getattr(channel, "job", None)
+        end = host.ended(job, PROCESS_END_WAIT_SECONDS) if job is not None and hasattr(host, "ended") else None
+        running = end is None and watch is not None and watch.running()
+        reason, error, metadata = process_end(end, running)
+        if reason == StopReason.ERROR.value:
+            self.claim = metadata  # kept in the row's metadata and the trace's failure report
+        return AgentOutcome(stop_reason=reason, error=f"{error} ({exc})")
 
     def _limit_outcome(self, watch: TaskWatch) -> AgentOutcome:
         hit = str(watch.hit)
@@ -352,7 +363,8 @@ def run_split(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime, t
     status = run_status(reason)  # from the stop reason, whatever status the agent side wrote
     report = summary.failure_report or outcome.failure or ({"message": outcome.error} if outcome.error else None)
     if conversation.claim is not None:  # the agent side's claimed end, overruled: say so, not what it wrote
-        report = {"type": "ClaimOverruled", "message": outcome.error, **conversation.claim}
+        kind = "ClaimOverruled" if CLAIM_KEY in conversation.claim else "AgentProcessEnded"
+        report = {"type": kind, "message": outcome.error, **conversation.claim}
     summary = summary.model_copy(update={"stop_reason": reason.value, "failure_report": report})
     if ctx.model_is_proxied():  # tokens and cost of the calls this side made, whatever the agent side counted
         summary.token_usage = TokenUsage(**conversation.usage.model_dump())

@@ -121,7 +121,7 @@ class TaskWatch:
         self.cgroup: CommandCgroup | None = None
         self.hit: str | None = None
         self._next = self._next_scan = 0.0
-        self.started = _started(pid) if self.active and pid is not None else None
+        self.started = _started(pid) if pid is not None else None  # names the process (running())
         if self.active:
             support = cgroup_support()
             if support.pids or support.memory:
@@ -190,6 +190,16 @@ class TaskWatch:
             finally:
                 os.close(fd)
         return False
+
+    def running(self) -> bool:
+        """Is the job's process (a task's child, or the batch process) still running, not a zombie?"""
+        if not (self.pid is not None and self.started is not None and _started(self.pid) == self.started):
+            return False
+        try:
+            with open(f"/proc/{self.pid}/stat") as handle:
+                return handle.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+        except (OSError, IndexError):
+            return False
 
     def _same(self) -> bool:
         """Is the watched pid still the task's process (not gone, not reused by another)?"""

@@ -10,15 +10,18 @@ socket arrives as a passed file descriptor; the host forks, and the child:
 2. says hello (the scoring side reads its pid from the socket's credentials and places the task's
    processes under their limits), then reads its job;
 3. sets its per-process limits (file size, CPU time), makes itself non-dumpable, drops every capability
-   (the host keeps CAP_SYS_ADMIN in its own user namespace only for step 1) and sets no_new_privs;
+   (the host keeps CAP_SYS_ADMIN in its own user namespace only for step 1), sets no_new_privs and installs
+   the signal guard (`signal_guard`: it cannot signal itself, the host or init);
 4. runs the job (`agent.run_agent_job`) and exits.
 
-The host never reads a job: tasks go straight to the child that runs them.
+The host never reads a job and runs no agent code: tasks go straight to the child that runs them. It reaps
+its children and tells the scoring side, on its control socket, how each job's process ended (exit code or
+signal, by job number): the scoring side's evidence when a job's socket closes without an outcome.
 
-`batch` mode trades that per-task freshness for throughput: the host gives up its privileges at once
-and runs each job on a thread of its own process, in a work dir of its own (`/tmp/work/<random>`),
-sharing one model client. Tasks of a batch can then reach each other's work dirs, files in /tmp and
-/dev/shm, and memory (never gold, which is not in the process), and no per-task limit on memory,
+`batch` mode trades that per-task freshness for throughput: the host forks one batch process (guarded like a
+task's child) and hands it every job, which it runs on a thread of its own, in a work dir of its own
+(`/tmp/work/<random>`), sharing one model client. Tasks of a batch can then reach each other's work dirs,
+files in /tmp and /dev/shm, and memory (never gold, which is not in the process), and no per-task limit on memory,
 processes, file size or CPU time applies (only the streamed-asset quotas). The RunSpec records the mode.
 """
 
@@ -33,6 +36,8 @@ import threading
 import traceback
 from pathlib import Path
 from typing import Any
+
+from .ends import Reaper
 
 _libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP = 4, 38, 24
@@ -85,7 +90,7 @@ def _receive_job(sock: socket.socket) -> Any:
 def _child(sock: socket.socket, private_mounts: bool) -> int:
     """A fresh process for one job: with private writable places (task mode), under its limits, without
     privileges; then run the job in its work dir."""
-    from . import task_ns
+    from . import signal_guard, task_ns
 
     try:
         _hello(sock)
@@ -97,6 +102,7 @@ def _child(sock: socket.socket, private_mounts: bool) -> int:
         isolate_child(private_mounts)
         if job.limits:
             task_ns.set_rlimits(job.limits, memory_rlimit=bool(job.limits.get("rlimit_memory")))
+        signal_guard.install()
     except (OSError, ValueError) as exc:
         return _failed(sock, exc)
     import secrets
@@ -270,14 +276,63 @@ class _Link:
         return reply.get("value")
 
 
+def _in_child(control: socket.socket, reaper: Reaper) -> None:
+    """A freshly forked child of the host: nothing of the host's signal handling or control socket."""
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the scoring side cancels through the job socket
+    os.close(reaper.wake_r)
+    os.close(reaper.wake_w)
+    control.close()
+
+
+def _batch_process(jobs: socket.socket) -> int:
+    """`batch` mode's one agent process: guarded, then each job received from the host on a thread."""
+    from . import signal_guard
+
+    try:
+        isolate_child(private_mounts=False)
+        signal_guard.install()
+    except OSError as exc:
+        guard_failure: OSError | None = exc
+    else:
+        guard_failure = None
+    while True:
+        try:
+            _, fds, _, _ = socket.recv_fds(jobs, 16, 1)
+        except OSError:
+            return 0
+        if not fds:
+            return 0
+        sock = socket.socket(fileno=fds[0])
+        if guard_failure is not None:  # run no agent code unguarded: every job says why
+            _hello(sock)
+            _failed(sock, guard_failure)
+            sock.close()
+            continue
+        threading.Thread(target=_pooled_job, args=(sock,), daemon=True).start()
+
+
+def _start_batch(control: socket.socket, reaper: Reaper) -> tuple[int, socket.socket]:
+    """Fork the batch process; (its pid, the socket its jobs go through)."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    pid = os.fork()
+    if pid == 0:
+        _in_child(control, reaper)
+        ours.close()
+        os._exit(_batch_process(theirs))
+    theirs.close()
+    return pid, ours
+
+
 def serve(control_fd: int, warm: list[str], mode: str) -> None:
     """Run each job socket received on the control socket: a forked child per job (`task`, `task-shared-tmp`),
-    or a thread of this process (`batch`). Exit when the control socket closes."""
+    or a thread of the one batch process (`batch`). Exit when the control socket closes."""
     import importlib
+    import select
 
+    _check(_libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")  # no job can read or write it
     pooled = mode == "batch"
-    if pooled:
-        isolate_child(private_mounts=False)  # nothing to mount per job: the process gives up its privileges at once
     for name in warm:
         try:
             importlib.import_module(name)
@@ -297,26 +352,50 @@ def serve(control_fd: int, warm: list[str], mode: str) -> None:
     gc.freeze()
     WORK.mkdir(parents=True, exist_ok=True)  # each child mounts its own empty tmpfs here (task mode)
     control = socket.socket(fileno=control_fd)
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    reaper = Reaper(control)
+    batch: tuple[int, socket.socket] | None = None  # (pid, its job socket) in batch mode
+    number = 0  # jobs received so far: the scoring side numbers them the same way
     control.send(b"R")  # ready
     while True:
+        try:
+            ready, _, _ = select.select([control, reaper.wake_r], [], [])
+        except InterruptedError:
+            continue
+        if reaper.wake_r in ready:
+            reaper.reap()
+            if batch is not None and batch[0] not in reaper.jobs:
+                batch[1].close()
+                batch = None
+        if control not in ready:
+            continue
         try:
             _, fds, _, _ = socket.recv_fds(control, 16, 1)
         except OSError:
             return
         if not fds:
             return  # the scoring side closed the control socket
+        job, number = number, number + 1
         if pooled:
-            threading.Thread(target=_pooled_job, args=(socket.socket(fileno=fds[0]),), daemon=True).start()
+            for _ in range(2):  # a batch process that died since the last job (not reaped yet): a fresh one
+                if batch is None:
+                    batch = _start_batch(control, reaper)
+                try:
+                    socket.send_fds(batch[1], [b"J"], [fds[0]])
+                except OSError:
+                    batch[1].close()
+                    batch = None
+                    continue
+                reaper.jobs.setdefault(batch[0], [job, job])[1] = job  # its end, when it comes, is this job's too
+                break
+            os.close(fds[0])
             continue
         pid = os.fork()
         if pid == 0:
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the scoring side cancels through the job socket
-            control.close()
+            _in_child(control, reaper)
             code = _child(socket.socket(fileno=fds[0]), mode == "task")
             sys.stdout.flush()
             os._exit(code)
+        reaper.jobs[pid] = [job, job]
         os.close(fds[0])
 
 
