@@ -18,18 +18,20 @@ from .procs import MARKER, marked_processes
 from tests.conftest import require_system
 
 
-@pytest.fixture(scope="session")
-def session_token() -> str:
-    return os.environ[MARKER]
+@pytest.fixture(scope="package")
+def session_token(no_leftover_processes: str) -> str:
+    return no_leftover_processes
 
 
-@pytest.fixture(scope="session", autouse=True)
-def no_leftover_processes() -> Iterator[None]:
-    """Mark the session, run it, then fail if any desktop/app process we started is still alive."""
+@pytest.fixture(scope="package", autouse=True)
+def no_leftover_processes() -> Iterator[str]:
+    """Mark the desktop tests' processes, run the tests, then fail if any desktop/app process they started is
+    still alive. Per package, not per session: under pytest-xdist a worker runs other folders' tests between
+    these, and their processes (a Ray guard exiting a moment late) are not the desktop's leftovers."""
     token = uuid.uuid4().hex
     previous = os.environ.get(MARKER)
     os.environ[MARKER] = token
-    yield
+    yield token
     leftovers = [p for p in marked_processes(token) if any(k in p[1] for k in ("Xvfb", "openbox", "qitos"))]
     if previous is None:
         os.environ.pop(MARKER, None)
