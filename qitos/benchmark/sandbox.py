@@ -179,7 +179,23 @@ def _system_mounts() -> list[str]:
 
 @functools.lru_cache(maxsize=64)
 def _root_only_entries(top: str) -> tuple[tuple[str, bool], ...]:
-    """(path, is_dir) under `top` that "other" users may not read; scanned once per process."""
+    """(path, is_dir) under `top` that "other" users may not read; scanned once per process, by find(1) where
+    there is one (half the time of the walk below over /usr: every CyBench sandbox binds it)."""
+    finder = shutil.which("find")
+    if finder:
+        try:
+            done = subprocess.run([finder, top, "-mindepth", "1", "(", "-type", "d", "!", "-perm", "-o=rx",
+                                   "-printf", "d%p\\0", "-prune", ")", "-o", "(", "-type", "f", "!", "-perm", "-o=r",
+                                   "-printf", "f%p\\0", ")"], capture_output=True, timeout=120)
+            if done.returncode == 0:
+                items = [item for item in done.stdout.decode("utf-8", "surrogateescape").split("\0") if item]
+                return tuple(sorted((item[1:], item[0] == "d") for item in items))
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    return _walk_root_only(top)
+
+
+def _walk_root_only(top: str) -> tuple[tuple[str, bool], ...]:
     found: list[tuple[str, bool]] = []
     pending = [top]
     while pending:

@@ -1,0 +1,52 @@
+"""Read-only binds hide what "other" users may not read (a sandbox run by host root would otherwise read it):
+find(1) and the Python walk find the same entries, and those are what the sandbox masks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from qitos.benchmark import sandbox
+from qitos.benchmark.sandbox import BwrapSandbox
+from tests.conftest import require_system
+
+
+def _tree(root: Path) -> Path:
+    (root / "open dir" / "closed").mkdir(parents=True)
+    (root / "open dir" / "secret").write_text("gold")
+    (root / "open dir" / "closed" / "inner").write_text("gold")
+    (root / "open dir" / "readable").write_text("fine")
+    (root / "link").symlink_to(root / "open dir" / "secret")
+    os.chmod(root / "open dir" / "secret", 0o600)
+    os.chmod(root / "open dir" / "closed", 0o700)
+    os.chmod(root / "open dir" / "readable", 0o644)
+    return root
+
+
+def test_find_and_the_walk_agree(tmp_path: Path) -> None:
+    root = str(_tree(tmp_path / "t"))
+    sandbox._root_only_entries.cache_clear()
+    found = sandbox._root_only_entries(root)
+    assert found == sandbox._walk_root_only(root) == (
+        (f"{root}/open dir/closed", True), (f"{root}/open dir/secret", False))
+
+
+def test_without_find_the_walk_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = str(_tree(tmp_path / "t"))
+    sandbox._root_only_entries.cache_clear()
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    assert sandbox._root_only_entries(root) == sandbox._walk_root_only(root)
+    sandbox._root_only_entries.cache_clear()
+
+
+def test_a_sandbox_run_by_root_masks_exactly_them(tmp_path: Path) -> None:
+    ok, why = BwrapSandbox.available()
+    require_system(ok, f"the bwrap sandbox ({why})")
+    if os.geteuid() != 0:
+        pytest.skip("only host root reads root-only files; masks are not needed otherwise")
+    root = _tree(tmp_path / "t")
+    args = sandbox._mask_args([str(root)])
+    assert f"{root}/open dir/secret" in args and f"{root}/open dir/closed" in args
+    assert f"{root}/open dir/readable" not in args
