@@ -31,8 +31,10 @@ def run_local(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: in
     tens of milliseconds between runs. Each thread reports its own row (`on_result` is thread-safe),
     so the durable appends of rows finishing together share one disk flush.
 
-    What is loaded by now (modules, schemas, the benchmark's data) is frozen for the garbage collector while the
-    jobs run: its collections then walk only what the jobs allocate, not the whole program again and again.
+    When the agents run on the agent side (`ctx.split`), what is loaded by now (modules, schemas, the benchmark's
+    data) is frozen for the garbage collector while the jobs run: its collections then walk only what the jobs
+    allocate, not the whole program again and again. Not when agent code runs in this process (a validator, an
+    unsplit family): frozen objects are hidden from `gc.get_objects()`, which such code may walk.
     """
     pending = iter(jobs)
     take = threading.Lock()  # one thread at a time advances the job iterator (it may block on a queue)
@@ -53,11 +55,14 @@ def run_local(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: in
             failed.set()
             raise
 
-    gc.freeze()
+    freeze = ctx.split
+    if freeze:
+        gc.freeze()
     try:
         _run_slots(ctx, slot, concurrency)
     finally:
-        gc.unfreeze()
+        if freeze:
+            gc.unfreeze()
 
 
 def _run_slots(ctx: JobContext, slot: Callable[[], None], concurrency: int) -> None:

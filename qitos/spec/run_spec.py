@@ -52,10 +52,11 @@ class RunSpec(BaseModel):
 
     def fingerprint(self) -> str:
         """16 hex of sha256 over the canonical JSON of every field."""
-        if self._fingerprint is None:
+        private = self.__pydantic_private__  # read directly: a private attribute's lookup is slow in pydantic
+        if private.get("_fingerprint") is None:
             canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), default=str)
-            self._fingerprint = hashlib.sha256(canonical.encode()).hexdigest()[:16]
-        return self._fingerprint
+            private["_fingerprint"] = hashlib.sha256(canonical.encode()).hexdigest()[:16]
+        return private["_fingerprint"]
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name != "_fingerprint":

@@ -24,6 +24,7 @@ processes, file size or CPU time applies (only the streamed-asset quotas). The R
 
 from __future__ import annotations
 
+import contextvars
 import ctypes
 import os
 import signal
@@ -172,6 +173,45 @@ def _pooled_job(sock: socket.socket) -> None:
         _failed(sock, exc)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+class _JobThreads:
+    """`batch` mode's job threads, reused: a job runs on an idle one, and a thread is started only when every one
+    is busy (as many as jobs were ever in flight at once, not one per job). Each job runs in a fresh `contextvars`
+    context, so no context variable a job set is seen by the next job on its thread."""
+
+    def __init__(self) -> None:
+        self._work: Any = None
+        self._lock = threading.Lock()
+        self._idle = self.started = 0
+
+    def run(self, fn: Any, *args: Any) -> None:
+        import queue
+
+        with self._lock:
+            if self._work is None:
+                self._work = queue.SimpleQueue()
+            start = self._idle == 0
+            if start:
+                self.started += 1
+            else:
+                self._idle -= 1
+        self._work.put((fn, args))
+        if start:
+            threading.Thread(target=self._serve, name="qitos-agent-job", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            fn, args = self._work.get()
+            try:
+                contextvars.Context().run(fn, *args)
+            except BaseException:  # noqa: BLE001 - a job reports its own failure; the thread serves the next one
+                pass
+            with self._lock:
+                self._idle += 1
+
+
+JOB_THREADS = _JobThreads()
 
 
 class _Outbox:
@@ -323,7 +363,7 @@ def serve(control_fd: int, warm: list[str], mode: str) -> None:
         if not fds:
             return  # the scoring side closed the control socket
         if pooled:
-            threading.Thread(target=_pooled_job, args=(socket.socket(fileno=fds[0]),), daemon=True).start()
+            JOB_THREADS.run(_pooled_job, socket.socket(fileno=fds[0]))
             continue
         pid = os.fork()
         if pid == 0:
