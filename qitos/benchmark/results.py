@@ -177,9 +177,11 @@ class ResultsFile:
         with self._lock:
             return results_tail.repair(self.path)
 
-    def append(self, row: BenchmarkRunResult) -> None:
+    def append(self, row: BenchmarkRunResult, wait: bool = True) -> int:
         """Append one row, durably. Safe across threads and across worker processes appending to the same
         file: the line goes out in one O_APPEND write under an exclusive lock, so rows never interleave.
+        `wait=False`: return once the row is written (in the page cache) with the flush ticket that makes it
+        durable (`FLUSHER.sync(ticket)`; see `commit.RowCommitter`).
 
         A write cut short by a crash leaves no newline at the end: this write then starts with one, so the
         fragment stays a line of its own (set aside by `repair`) and this row stays readable."""
@@ -192,7 +194,9 @@ class ResultsFile:
             finally:
                 os.close(fd)  # closing releases the lock
             ticket = FLUSHER.mark_dirty(self.path)
-        FLUSHER.sync(ticket)  # durable before we report the row as saved; concurrent appends share one flush
+        if wait:
+            FLUSHER.sync(ticket)  # durable before we report the row as saved; concurrent appends share one flush
+        return ticket
 
     def _open_locked(self) -> int:
         """A descriptor of the current file, exclusively locked; a file renamed over the one we locked (a

@@ -23,6 +23,7 @@ from qitos.spec.run_spec import ExperimentSpec, RunSpec
 
 from .base import BenchmarkAdapter
 from .budgets import check_budgets
+from .commit import RowCommitter
 from .config import RunConfig
 from .errors import BenchmarkUsageError
 from .executors import connect_ray, ray_log, run_local, run_ray
@@ -371,11 +372,15 @@ def execute_batch(plan: BatchPlan, on_row: Callable[[BenchmarkRunResult], None] 
         if on_row:
             on_row(row)
 
+    def committed(task: Task, trial: int, row: BenchmarkRunResult) -> None:
+        seal(row)  # the row is durable: its trace may say the run is complete
+        seen(task, trial, row)  # ... and the task is reported finished
+
+    committer = RowCommitter(committed)
+
     def on_result(task: Task, trial: int, row: BenchmarkRunResult | None) -> None:
-        if row is not None:
-            results.append(row)  # durable before anything reports the task finished
-            seal(row)  # ... and before its trace says so
-        seen(task, trial, row)
+        if row is not None:  # written now; the committer waits for the disk, not the job's slot (commit.py)
+            committer.submit(results.append(row, wait=False), task, trial, row)
 
     if plan.ctx.split:  # exist before the agent host starts, so it can mask them
         plan.output.parent.mkdir(parents=True, exist_ok=True)
@@ -401,9 +406,12 @@ def execute_batch(plan: BatchPlan, on_row: Callable[[BenchmarkRunResult], None] 
         outcome.cancelled = True
         outcome.stop_signal = signal_of(exc)
     finally:
-        if plan.ctx.host is not None:
-            plan.ctx.host.close()
-            plan.ctx.host = None
-        if plan.lock is not None:
-            plan.lock.release()
+        try:
+            committer.drain()  # every row written is durable, its trace sealed and counted before this returns
+        finally:
+            if plan.ctx.host is not None:
+                plan.ctx.host.close()
+                plan.ctx.host = None
+            if plan.lock is not None:
+                plan.lock.release()
     return outcome

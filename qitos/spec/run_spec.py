@@ -10,7 +10,7 @@ import hashlib
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from qitos.trace.schema import SCHEMA_VERSION
 
@@ -46,10 +46,28 @@ class RunSpec(BaseModel):
     dataset_digest: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
+    # the fingerprint once computed: a trace asks for it several times per task. Setting a field (or copying
+    # with `update`) forgets it; nothing in QitOS changes a RunSpec's nested dicts in place.
+    _fingerprint: str | None = PrivateAttr(default=None)
+
     def fingerprint(self) -> str:
         """16 hex of sha256 over the canonical JSON of every field."""
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), default=str)
-        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+        private = self.__pydantic_private__  # read directly: a private attribute's lookup is slow in pydantic
+        if private.get("_fingerprint") is None:
+            canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), default=str)
+            private["_fingerprint"] = hashlib.sha256(canonical.encode()).hexdigest()[:16]
+        return private["_fingerprint"]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name != "_fingerprint":
+            self.__pydantic_private__["_fingerprint"] = None
+        super().__setattr__(name, value)
+
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> "RunSpec":
+        copied = super().model_copy(update=update, deep=deep)
+        if update:
+            copied.__pydantic_private__["_fingerprint"] = None
+        return copied
 
 
 class ExperimentSpec(BaseModel):

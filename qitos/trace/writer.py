@@ -15,6 +15,7 @@ import os
 import re
 import secrets
 import socket
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,17 @@ _TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")  # utc_now()'s shape
 
 
 def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """Now as `2026-12-06T13:00:41.284Z` (UTC, milliseconds). Every event and manifest write asks: the formatted
+    second is kept and only the milliseconds are formatted anew (a third of `datetime.isoformat`'s cost)."""
+    second, ms = divmod(time.time_ns() // 1_000_000, 1000)
+    cached = _NOW
+    if cached[0] != second:
+        cached = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+        globals()["_NOW"] = cached  # one assignment: a thread sees the old pair or the new, never half of each
+    return f"{cached[1]}.{ms:03d}Z"
+
+
+_NOW: tuple[int, str] = (-1, "")
 
 
 def sanitize(part: str, limit: int = 60, keep: str = "head") -> str:

@@ -59,3 +59,47 @@ def test_concurrent_syncs_share_one_flush(tmp_path, monkeypatch):
     assert len(synced) == 6
     flusher.sync(5)
     assert len(synced) == 6
+
+
+def test_rows_are_committed_only_once_durable_and_all_of_them(tmp_path, monkeypatch):
+    """The batch's committer (benchmark/commit.py): a job's slot hands its written row over and takes its next task;
+    the row's trace is sealed and the row counted only once its flush made it durable. Every row is committed,
+    a failure to commit one is raised by `drain` (and the next `submit`), and the rest are still committed."""
+    import threading
+
+    import pytest
+
+    from qitos.benchmark import commit
+
+    flusher = durability.Flusher(interval=3600)
+    monkeypatch.setattr(commit, "FLUSHER", flusher)
+    synced = _recording(monkeypatch)
+    gate = threading.Event()
+    real_flush = flusher._flush
+
+    def slow_flush():  # the disk is slow: the slots must not wait for it
+        gate.wait(10)
+        real_flush()
+
+    monkeypatch.setattr(flusher, "_flush", slow_flush)
+    committed: list[tuple[int, bool]] = []
+
+    def commit_row(index: int, path: str) -> None:
+        if index == 3:
+            raise OSError("the trace could not be sealed")
+        committed.append((index, path in synced))  # its file was flushed before it was committed
+
+    committer = commit.RowCommitter(commit_row)
+    paths = []
+    for index in range(6):
+        path = tmp_path / f"row{index}.jsonl"
+        path.write_text("{}\n")
+        paths.append(str(path))
+        committer.submit(flusher.mark_dirty(path), index, str(path))  # returns at once: the flush is held
+    assert committed == []
+    gate.set()
+    with pytest.raises(OSError, match="could not be sealed"):
+        committer.drain()
+    assert sorted(committed) == [(0, True), (1, True), (2, True), (4, True), (5, True)]
+    with pytest.raises(OSError):
+        committer.submit(flusher.mark_dirty(paths[0]), 6, paths[0])

@@ -145,3 +145,27 @@ def test_config_errors(monkeypatch):
     m = OpenAICompatModel("m", base_url=f"http://127.0.0.1:{free_port()}/v1")
     with pytest.raises(ModelConfigError, match="cannot reach"):
         m.preflight(timeout=1)
+
+
+def test_direct_sender_sends_what_the_sdk_post_sends(server, key):
+    """The scoring side's forwarder sends on the SDK's HTTP client without the SDK's per-request machinery
+    (`direct_sender`): the same URL, headers and body bytes as the SDK's own `post`, and its errors are the SDK's."""
+    import openai
+
+    from qitos.models.openai_compat import _BEARER_AUTH
+
+    m = model(server, key, max_retries=0)
+    assert m._direct() is not None, "this SDK version should take the direct path"
+    request = {"model": m.name, "messages": [{"role": "user", "content": "héllo"}], "temperature": 0.0}
+    m._create(request, 7.0)
+    m._get_client().post("/chat/completions", body=request, cast_to=str, options={**_BEARER_AUTH, "timeout": 7.0})
+    direct, sdk = server.requests[-2:]
+    assert direct["body"] == sdk["body"] == request
+    assert direct["headers"] == sdk["headers"]
+    assert direct["headers"]["authorization"] == f"Bearer {CANARY}"
+    server.queue.append(Fail(503))
+    with pytest.raises(openai.InternalServerError) as caught:
+        m._create(request, 7.0)
+    assert caught.value.status_code == 503
+    with pytest.raises(ValueError):  # NaN is refused before sending, as the SDK's encoder does
+        m._create({**request, "temperature": float("nan")}, 7.0)

@@ -8,7 +8,10 @@ that job then waited forever for a message it would never get.
 from __future__ import annotations
 
 import socket
+import threading
 import time
+
+import pytest
 
 from qitos.benchmark.sides.wire import Channel
 from qitos.benchmark.sides.zygote import _Link
@@ -28,3 +31,108 @@ def test_stop_ends_the_reader_before_the_socket_closes():
     finally:
         ours.close()
         theirs.close()
+
+
+def _frame(payload: bytes) -> bytes:
+    import struct
+
+    return struct.pack("!I", len(payload)) + payload
+
+
+def test_channel_reads_whole_messages_however_the_bytes_arrive():
+    """Several messages in one read, one message over several reads, a timeout with half a message here (kept, not
+    lost), NaN (which orjson refuses) decoded as the json module does, a non-object refused."""
+    import math
+    import threading
+
+    from qitos.benchmark.sides.wire import WireClosed
+
+    ours, theirs = socket.socketpair()
+    try:
+        channel = Channel(ours)
+        third = _frame(b'{"c":"x"}')
+        theirs.sendall(_frame(b'{"a":1}') + _frame(b'{"b":[2,3]}') + third[:-4])
+        assert channel.recv(timeout=1) == {"a": 1}
+        assert channel.recv(timeout=1) == {"b": [2, 3]}
+        later = threading.Timer(0.3, lambda: theirs.sendall(third[-4:]))
+        later.start()
+        assert channel.recv(timeout=0.05) == {"c": "x"}, "a started message is waited for, whatever the timeout"
+        assert channel.recv(timeout=0.05) is None
+        theirs.sendall(_frame(b'{"n":NaN}'))
+        assert math.isnan(channel.recv(timeout=1)["n"])
+        big = {"blob": "x" * (3 << 20)}
+        sender = threading.Thread(target=Channel(theirs).send, args=(big,))
+        sender.start()
+        assert channel.recv() == big
+        sender.join()
+        theirs.sendall(_frame(b"[1]"))
+        with pytest.raises(WireClosed):
+            channel.recv(timeout=1)
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_a_call_carries_the_trace_before_it():
+    """The trace a call follows (its `model_request`) rides with the call in one message; the manifest's first
+    fields wait for `run_start`; a step is sent at once."""
+    from qitos.benchmark.sides.zygote import _Outbox
+
+    ours, theirs = socket.socketpair()
+    try:
+        sent = Channel(ours)
+        outbox = _Outbox(sent, calls_follow_requests=True)
+        link = _Link(sent, outbox)
+        for op in ({"op": "update", "fields": {}}, {"op": "write_manifest"}):
+            outbox.put(op)
+        outbox.put({"op": "event", "kind": "run_start"})
+        outbox.put({"op": "event", "kind": "model_request"})
+        replies = Channel(theirs)
+        first = replies.recv(timeout=1)
+        assert [o["op"] for o in first["ops"]] == ["update", "write_manifest", "event"]
+        assert replies.recv(timeout=0.1) is None, "the model_request waits for its call"
+        link.start()
+        answered = {}
+        caller = threading.Thread(target=lambda: answered.update(value=link.call("model.complete", {"x": 1})))
+        caller.start()
+        call = replies.recv(timeout=2)
+        assert call["t"] == "call" and [o["kind"] for o in call["ops"]] == ["model_request"]
+        replies.send({"t": "reply", "id": call["id"], "ok": True, "value": 42})
+        caller.join(timeout=5)
+        assert answered == {"value": 42}
+        outbox.put({"op": "step", "record": {}})
+        assert replies.recv(timeout=1)["ops"] == [{"op": "step", "record": {}}]
+        link.stop()
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_batch_job_threads_are_reused_with_a_fresh_context_each():
+    import contextvars
+
+    from qitos.benchmark.sides.job_threads import JobThreads
+
+    pool = JobThreads()
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("left_by_a_job", default="fresh")
+    seen: list[str] = []
+    for i in range(20):  # one after another: one thread serves them all
+        done = threading.Event()
+
+        def job(i=i, done=done):
+            seen.append(var.get())
+            var.set(f"job {i}")
+            done.set()
+
+        pool.run(job)
+        assert done.wait(5)
+        time.sleep(0.01)  # the thread is idle again before the next job arrives
+    assert pool.started == 1
+    assert seen == ["fresh"] * 20, "a job saw a context variable an earlier job set"
+    gate, running = threading.Event(), threading.Semaphore(0)
+    for _ in range(5):  # five at once: five threads
+        pool.run(lambda: (running.release(), gate.wait(5)))
+    for _ in range(5):
+        assert running.acquire(timeout=5)
+    gate.set()
+    assert pool.started == 5

@@ -9,7 +9,10 @@ reach. The returned outcome (answer, the environment's final state) is what the 
 from __future__ import annotations
 
 import base64
+import json
+import os
 import queue
+import socket
 import threading
 import time
 from pathlib import Path
@@ -49,7 +52,30 @@ UNCOUNTED_BATCH_CLIENT = ("calls of the --runner's own OpenAI client were not co
 
 
 def trusted_run_spec(ctx: "JobContext", task: Task, description: dict[str, Any]) -> RunSpec:
-    """The RunSpec: the agent's description of itself, everything else from this side."""
+    """The RunSpec: the agent's description of itself, everything else from this side.
+
+    Built once per run for each description and task budget (a batch's tasks mostly share both), then copied:
+    a task costs a lookup, not a build and a fingerprint. The memo is this process's (a worker forked or a node
+    sent the context builds its own) and is dropped when the runner's code identity (`ctx.closure`) changes."""
+    try:
+        key = json.dumps([description, task.budget.model_dump(mode="json")], sort_keys=True, default=str)
+    except (TypeError, ValueError):  # not plain data: built every time
+        return _build_run_spec(ctx, task, description)
+    where = (socket.gethostname(), os.getpid(), id(ctx.closure))
+    memo = ctx.__dict__.get("_run_spec_memo")
+    if memo is None or memo[0] != where or memo[1] is not ctx.closure:
+        memo = ctx.__dict__["_run_spec_memo"] = (where, ctx.closure, {})
+    specs = memo[2]
+    spec = specs.get(key)
+    if spec is None:
+        spec = _build_run_spec(ctx, task, description)
+        spec.fingerprint()  # computed once, carried by every copy
+        if len(specs) < 256:
+            specs[key] = spec
+    return spec.model_copy()
+
+
+def _build_run_spec(ctx: "JobContext", task: Task, description: dict[str, Any]) -> RunSpec:
     cfg = ctx.cfg
     model = ctx.probe_model()  # the model's identity is the run's configuration, never the agent side's claim
     description = {**{k: v for k, v in description.items() if k not in MODEL_FIELDS},
@@ -178,10 +204,12 @@ class _Job:
                                             error="the agent side did not end its run within its time budget")
                     continue
                 kind = message.get("t")
-                if kind == "ops" and self.receiver is not None:
-                    with self.lock:
+                if kind in ("ops", "call") and message.get("ops") and self.receiver is not None:
+                    with self.lock:  # a call carries the trace up to it (zygote._Outbox): written before it is answered
                         for op in message.get("ops") or []:
                             self.receiver.apply(op if isinstance(op, dict) else {})
+                if kind == "ops" and self.receiver is not None:
+                    pass
                 elif kind == "call" and str(message.get("method")).startswith("model.") and self.model is not None:
                     MODEL_CALLS.submit(lambda call=message: self._answer(call), channel.send)  # this loop watches on
                 elif kind == "call":

@@ -19,7 +19,7 @@ its children and tells the scoring side, on its control socket, how each job's p
 signal, by job number): the scoring side's evidence when a job's socket closes without an outcome.
 
 `batch` mode trades that per-task freshness for throughput: the host forks one batch process (guarded like a
-task's child) and hands it every job, which it runs on a thread of its own, in a work dir of its own
+task's child) and hands it every job, which it runs on a thread (reused from job to job), in a work dir of its own
 (`/tmp/work/<random>`), sharing one model client. Tasks of a batch can then reach each other's work dirs,
 files in /tmp and /dev/shm, and memory (never gold, which is not in the process), and no per-task limit on memory,
 processes, file size or CPU time applies (only the streamed-asset quotas). The RunSpec records the mode.
@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from .ends import Reaper
+from .job_threads import JOB_THREADS
 
 _libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP = 4, 38, 24
@@ -77,11 +78,10 @@ def _hello(sock: socket.socket) -> None:
     sock.sendall(b"P")
 
 
-def _receive_job(sock: socket.socket) -> Any:
+def _receive_job(channel: Any) -> Any:
     from .contract import AgentJob
-    from .wire import Channel
 
-    first = Channel(sock).recv()
+    first = channel.recv()
     if not first or first.get("t") != "job":
         raise ConnectionError("the scoring side sent no job")
     return AgentJob.model_validate(first["job"])
@@ -91,12 +91,14 @@ def _child(sock: socket.socket, private_mounts: bool) -> int:
     """A fresh process for one job: with private writable places (task mode), under its limits, without
     privileges; then run the job in its work dir."""
     from . import signal_guard, task_ns
+    from .wire import Channel
 
+    channel = Channel(sock)  # one reader for the job's life: it may hold the bytes of the next message
     try:
         _hello(sock)
         if private_mounts:
             task_ns.enter()
-        job = _receive_job(sock)
+        job = _receive_job(channel)
         if private_mounts:
             task_ns.private_world(int(job.limits.get("memory_bytes") or 1 << 30))
         isolate_child(private_mounts)
@@ -117,7 +119,7 @@ def _child(sock: socket.socket, private_mounts: bool) -> int:
     tempfile.tempdir = None  # recomputed from TMPDIR
     os.chdir(workdir)
     try:
-        return _run_job(sock, job, workdir)
+        return _run_job(channel, job, workdir)
     finally:
         if workdir != WORK:
             import shutil
@@ -125,14 +127,12 @@ def _child(sock: socket.socket, private_mounts: bool) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _run_job(sock: socket.socket, job: Any, workdir: Path) -> int:
+def _run_job(channel: Any, job: Any, workdir: Path) -> int:
     from .agent import run_agent_job
-    from .wire import Channel
 
-    channel = Channel(sock)
     link = None
     try:
-        outbox = _Outbox(channel)
+        outbox = _Outbox(channel, calls_follow_requests=job.proxied_model is not None)
         link = _Link(channel, outbox)
         link.start()
         outcome = run_agent_job(job, link, outbox.put, workdir, link.cancel)
@@ -141,7 +141,7 @@ def _run_job(sock: socket.socket, job: Any, workdir: Path) -> int:
         link.wait_closed(DONE_WAIT_SECONDS)
         return 0
     except BaseException as exc:  # noqa: BLE001 - the scoring side records why the agent side failed
-        return _failed(sock, exc)
+        return _failed(channel.sock, exc)
     finally:
         if link is not None:
             link.stop()
@@ -167,11 +167,14 @@ def _pooled_job(sock: socket.socket) -> None:
     import secrets
     import shutil
 
+    from .wire import Channel
+
     workdir = WORK / secrets.token_hex(16)
     workdir.mkdir(mode=0o700)
     try:
         _hello(sock)
-        _run_job(sock, _receive_job(sock), workdir)
+        channel = Channel(sock)
+        _run_job(channel, _receive_job(channel), workdir)
     except (OSError, ValueError) as exc:
         _failed(sock, exc)
     finally:
@@ -180,20 +183,26 @@ def _pooled_job(sock: socket.socket) -> None:
 
 class _Outbox:
     """The trace stream, sent in batches: a step's events go together with the step record. Whatever may be
-    followed by a wait (a model request, a tool call) or needs the scoring side now (a step, the manifest, a
-    call across) sends everything buffered first, so the trace is never more than a moment behind."""
+    followed by a wait (a model request, a tool call) or needs the scoring side now (a step, the end of the run, a
+    call across) sends everything buffered first, so the trace is never more than a moment behind.
+
+    Fewer messages, same moments: the manifest's first fields (`update`, `write_manifest`) wait for the `run_start`
+    event that follows them at once, and with a model the scoring side serves (`calls_follow_requests`) a
+    `model_request` rides with the call that the request is for (`_Link.call` takes what is buffered)."""
 
     FLUSH_EVENTS = frozenset({"run_start", "model_request", "tool_call"})
+    LAZY_OPS = frozenset({"event", "update", "write_manifest"})
 
-    def __init__(self, channel: Any) -> None:
+    def __init__(self, channel: Any, calls_follow_requests: bool = False) -> None:
         self.channel = channel
         self._ops: list[dict[str, Any]] = []
         self._lock = threading.Lock()
+        self._flush_events = self.FLUSH_EVENTS - {"model_request"} if calls_follow_requests else self.FLUSH_EVENTS
 
     def put(self, op: dict[str, Any]) -> None:
         with self._lock:
             self._ops.append(op)
-        if op.get("op") != "event" or op.get("kind") in self.FLUSH_EVENTS:
+        if op.get("op") not in self.LAZY_OPS or op.get("kind") in self._flush_events:
             self.flush()
 
     def flush(self) -> None:
@@ -201,6 +210,12 @@ class _Outbox:
             ops, self._ops = self._ops, []
             if ops:  # sent under the lock: batches reach the scoring side in order
                 self.channel.send({"t": "ops", "ops": ops})
+
+    def send_with(self, message: dict[str, Any]) -> None:
+        """Send `message` (a call) carrying what is buffered: the scoring side applies those first."""
+        with self._lock:
+            ops, self._ops = self._ops, []
+            self.channel.send({**message, "ops": ops} if ops else message)
 
 
 class _Link:
@@ -262,9 +277,11 @@ class _Link:
         with self._ready:
             self._next += 1
             call_id = self._next
+        call = {"t": "call", "id": call_id, "method": method, "payload": payload or {}}
         if self.outbox is not None:
-            self.outbox.flush()  # the scoring side has the trace up to this call before it answers
-        self.channel.send({"t": "call", "id": call_id, "method": method, "payload": payload or {}})
+            self.outbox.send_with(call)  # the scoring side has the trace up to this call before it answers
+        else:
+            self.channel.send(call)
         with self._ready:
             while call_id not in self._replies:
                 if self._closed:
@@ -310,7 +327,7 @@ def _batch_process(jobs: socket.socket) -> int:
             _failed(sock, guard_failure)
             sock.close()
             continue
-        threading.Thread(target=_pooled_job, args=(sock,), daemon=True).start()
+        JOB_THREADS.run(_pooled_job, sock)
 
 
 def _start_batch(control: socket.socket, reaper: Reaper) -> tuple[int, socket.socket]:

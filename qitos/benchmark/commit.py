@@ -1,0 +1,72 @@
+"""Rows made durable in the background, so a job's slot takes its next task while the disk flushes.
+
+A finished job's row is written to the results file at once (into the page cache: a killed process loses
+nothing written), then waits here for its disk flush, shared with every row and trace written meanwhile
+(group commit, `trace.durability`). Only once that flush is done is the trace sealed as complete and the
+row reported (counted, shown): the promise is unchanged, a trace never says complete and nothing is
+reported finished before its row is on disk. What changes is who waits: one committer thread instead of
+the job's slot. On a busy disk a flush of the files of dozens of finished runs takes up to a second, and a
+slot that waited for it ran nothing meanwhile (measured at 200 ms model latency, 64 in flight: 1.1 s of
+waiting per task against 0.85 s of running it).
+
+`drain` waits until every submitted row is committed (the batch's end, a cancel); a failure while
+committing is raised there and by the next `submit`, so the batch stops as it did when the slot raised.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Any, Callable
+
+from qitos.trace.durability import FLUSHER
+
+
+class RowCommitter:
+    def __init__(self, commit: Callable[..., None]) -> None:
+        self._commit = commit  # called with each submitted row's arguments once its flush is done
+        self._pending: deque[tuple[int, tuple[Any, ...]]] = deque()
+        self._ready = threading.Condition()
+        self._busy = False  # the committer thread holds rows taken from `_pending`
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def submit(self, ticket: int, *args: Any) -> None:
+        """Commit `args` once every write up to `ticket` (a `Flusher` ticket) is durable."""
+        self.raise_failure()
+        with self._ready:
+            self._pending.append((ticket, args))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="qitos-row-commit", daemon=True)
+                self._thread.start()
+            self._ready.notify_all()
+
+    def raise_failure(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def drain(self) -> None:
+        """Return once every submitted row is committed; raise the first failure to commit one."""
+        with self._ready:
+            self._ready.wait_for(lambda: not self._pending and not self._busy)
+        self.raise_failure()
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                self._ready.wait_for(lambda: self._pending)
+                batch = list(self._pending)  # every waiting row: one flush covers them all (the highest ticket)
+                self._pending.clear()
+                self._busy = True
+            try:
+                FLUSHER.sync(max(ticket for ticket, _ in batch))
+            except BaseException as exc:  # noqa: BLE001 - nothing in the batch is known durable: none committed
+                self._error, batch = self._error or exc, []
+            for _, args in batch:  # each row committed, even after another's failure (as each slot did its own)
+                try:
+                    self._commit(*args)
+                except BaseException as exc:  # noqa: BLE001 - raised to the batch by `drain` and `submit`
+                    self._error = self._error or exc
+            with self._ready:
+                self._busy = False
+                self._ready.notify_all()
