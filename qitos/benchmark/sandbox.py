@@ -65,6 +65,7 @@ from pydantic import BaseModel
 
 from .sandbox_limits import (CommandCgroup, DiskWatch, SandboxLimits, cgroup_support, count_tree, disk_usage,
                              limit_message, rlimit_memory_hit)
+from .sandbox_masks import mask_args as _mask_args
 from .sandbox_output import OutputCap
 
 WORK_MOUNT = "/task"
@@ -174,64 +175,6 @@ def _system_mounts() -> list[str]:
             args += ["--symlink", os.readlink(host), f"/{name}"]
         elif host.is_dir():
             args += ["--ro-bind", str(host), f"/{name}"]
-    return args
-
-
-@functools.lru_cache(maxsize=64)
-def _root_only_entries(top: str) -> tuple[tuple[str, bool], ...]:
-    """(path, is_dir) under `top` that "other" users may not read; scanned once per process, by find(1) where
-    there is one (half the time of the walk below over /usr: every CyBench sandbox binds it)."""
-    finder = shutil.which("find")
-    if finder:
-        try:
-            done = subprocess.run([finder, top, "-mindepth", "1", "(", "-type", "d", "!", "-perm", "-o=rx",
-                                   "-printf", "d%p\\0", "-prune", ")", "-o", "(", "-type", "f", "!", "-perm", "-o=r",
-                                   "-printf", "f%p\\0", ")"], capture_output=True, timeout=120)
-            if done.returncode == 0:
-                items = [item for item in done.stdout.decode("utf-8", "surrogateescape").split("\0") if item]
-                return tuple(sorted((item[1:], item[0] == "d") for item in items))
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-    return _walk_root_only(top)
-
-
-def _walk_root_only(top: str) -> tuple[tuple[str, bool], ...]:
-    found: list[tuple[str, bool]] = []
-    pending = [top]
-    while pending:
-        current = pending.pop()
-        try:
-            entries = list(os.scandir(current))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                mode = entry.stat(follow_symlinks=False).st_mode
-            except OSError:
-                continue
-            if stat.S_ISDIR(mode):
-                if not (mode & stat.S_IROTH and mode & stat.S_IXOTH):
-                    found.append((entry.path, True))
-                else:
-                    pending.append(entry.path)
-            elif stat.S_ISREG(mode) and not mode & stat.S_IROTH:
-                found.append((entry.path, False))
-    return tuple(sorted(found))
-
-
-def _mask_args(sources: Sequence[str]) -> list[str]:
-    """Hide root-only entries of read-only binds; only needed when bwrap runs as host root."""
-    if os.geteuid() != 0:
-        return []
-    args: list[str] = []
-    for source in sources:
-        if not os.path.isdir(source):
-            if os.path.isfile(source) and not os.stat(source).st_mode & stat.S_IROTH:
-                args += ["--ro-bind", "/dev/null", source]
-            continue
-        for path, is_dir in _root_only_entries(os.path.realpath(source)):
-            shown = source + path[len(os.path.realpath(source)):]
-            args += ["--tmpfs", shown, "--remount-ro", shown] if is_dir else ["--ro-bind", "/dev/null", shown]
     return args
 
 

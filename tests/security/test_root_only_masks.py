@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from qitos.benchmark import sandbox
+from qitos.benchmark import sandbox_masks as masks
 from qitos.benchmark.sandbox import BwrapSandbox
 from tests.conftest import require_system
 
@@ -27,18 +27,18 @@ def _tree(root: Path) -> Path:
 
 def test_find_and_the_walk_agree(tmp_path: Path) -> None:
     root = str(_tree(tmp_path / "t"))
-    sandbox._root_only_entries.cache_clear()
-    found = sandbox._root_only_entries(root)
-    assert found == sandbox._walk_root_only(root) == (
+    masks._root_only_entries.cache_clear()
+    found = masks._root_only_entries(root)
+    assert found == masks._walk_root_only(root) == (
         (f"{root}/open dir/closed", True), (f"{root}/open dir/secret", False))
 
 
 def test_without_find_the_walk_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = str(_tree(tmp_path / "t"))
-    sandbox._root_only_entries.cache_clear()
-    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
-    assert sandbox._root_only_entries(root) == sandbox._walk_root_only(root)
-    sandbox._root_only_entries.cache_clear()
+    masks._root_only_entries.cache_clear()
+    monkeypatch.setattr(masks.shutil, "which", lambda name: None)
+    assert masks._root_only_entries(root) == masks._walk_root_only(root)
+    masks._root_only_entries.cache_clear()
 
 
 def test_a_sandbox_run_by_root_masks_exactly_them(tmp_path: Path) -> None:
@@ -47,6 +47,6 @@ def test_a_sandbox_run_by_root_masks_exactly_them(tmp_path: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("only host root reads root-only files; masks are not needed otherwise")
     root = _tree(tmp_path / "t")
-    args = sandbox._mask_args([str(root)])
+    args = masks.mask_args([str(root)])
     assert f"{root}/open dir/secret" in args and f"{root}/open dir/closed" in args
     assert f"{root}/open dir/readable" not in args

@@ -20,7 +20,8 @@ import sysconfig
 from pathlib import Path
 from typing import Iterable
 
-from ..sandbox import _ETC_ENTRIES, _NETWORK_ETC_ENTRIES, _mask_args, _system_mounts
+from ..sandbox import _ETC_ENTRIES, _NETWORK_ETC_ENTRIES, _system_mounts
+from ..sandbox_masks import mask_args
 
 AGENT_UID = 1000
 
@@ -96,7 +97,7 @@ def host_argv(*, python_ro: list[str], extra_ro: list[str], hidden: list[str], n
         read_only.append(path)
     for path in rw:
         args += ["--bind", path, path]
-    args += _mask_args(read_only)
+    args += mask_args(read_only)
     visible = [*python_ro, *extra_ro, *rw]
     for path in hidden:  # masked where a visible directory would show them (never a directory the agent needs)
         if not os.path.exists(path) or not _inside(path, visible) or any(_inside(v, [path]) for v in visible):
