@@ -262,7 +262,10 @@ def _compare(tasks: list, ours: dict[str, Any], theirs: dict[str, Any]) -> tuple
 def test_prompt_agent_is_upstreams(episodes: dict[str, Any], osworld_data: Path, tmp_path: Path,
                                    observation: str, space: str) -> None:
     (tmp_path / "q").mkdir()
-    tasks, options = episodes["tasks"], OPTIONS.get((observation, space), {})
+    # every task for the first pair of each action space; every other one (11 of 21, each app still in) for the
+    # rest, to keep the suite's time down
+    tasks = episodes["tasks"] if (observation, space) in PAIRS[:2] else episodes["tasks"][::2]
+    options = OPTIONS.get((observation, space), {})
     ours = _qitos_side(episodes, tasks, observation, space, _scripted(observation, space), options, tmp_path / "q")
     theirs = _upstream_side(tasks, observation, space, _scripted(observation, space), options, osworld_data, tmp_path)
     counts, ended = _compare(tasks, ours, theirs)
@@ -273,7 +276,7 @@ def test_prompt_agent_is_upstreams(episodes: dict[str, Any], osworld_data: Path,
     if observation != "screenshot":
         trimmed = sum("[...]\\n" in json.dumps(b) for bodies in ours["requests"].values() for b in bodies)
         assert trimmed, "no request shows a trimmed tree"
-    assert counts["requests"] >= 30
+    assert counts["requests"] >= (30 if len(tasks) == len(episodes["tasks"]) else 15)
     window = options.get("max_trajectory_length", 3)
     longest = max(len(b["messages"]) for bodies in ours["requests"].values() for b in bodies)
     assert longest == 2 + 2 * min(window, MAX_STEPS - 1)  # system, kept steps (observation + reply), current
