@@ -39,9 +39,10 @@ demo: $(VENV)/.installed-local
 	@echo "traces: $(DEMO_LOGDIR)/   results: $(DEMO_RESULTS)"
 	@echo "browse: $(BIN)/qita board --logdir $(DEMO_LOGDIR) --results $(DEMO_RESULTS)"
 
-## test: set up .venv with the test extras and run the whole test suite, one worker per CPU (pytest-xdist)
+## test: set up .venv with the test extras and run the whole test suite, one worker per CPU (pytest-xdist; a file's
+## tests stay on one worker: they share module fixtures, and some read global state such as docker's containers)
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q -n auto --maxprocesses 8 --dist loadgroup --durations=25; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
+	$(BIN)/python -m pytest -q -n auto --maxprocesses 8 --dist loadfile --durations=25; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
 
 clean:
 	rm -rf $(VENV) qitos-demo

@@ -102,33 +102,3 @@ def pytest_make_collect_report(collector):
     outcome = yield
     _no_skips_in_ci(outcome.get_result())
 
-
-# `make test` spreads tests over CPUs one by one (pytest-xdist `-n auto --dist loadgroup`), except these files,
-# whose module- or session-wide fixture (a Ray cluster, a llama.cpp server, a docker image, a browser and a board)
-# costs too much to build once per worker, or which must not run beside each other (Ray clusters, docker): each
-# group runs on one worker. A folder ends with "/".
-_ONE_WORKER = {
-    "platform/test_ray_multinode.py": "ray", "platform/test_ray_shipping.py": "ray",
-    "platform/test_ray_executor.py": "ray", "platform/test_ray_cluster.py": "ray",
-    "platform/test_llamacpp_server.py": "llama-server",
-    # docker: their checks read the engine's whole state (containers left, leftovers swept by the next run)
-    "osworld/test_osworld_docker.py": "docker", "cybench/test_cybench_services.py": "docker",
-    "cybench/test_cybench_cli.py": "docker", "cybench/test_cybench_agent.py": "docker",
-    "cybench/test_cybench_agent_image.py": "docker", "cybench/test_cybench_availability.py": "docker",
-    "cybench/test_cybench_runtime.py": "docker", "cybench/test_cybench_adapter.py": "docker",
-    "cybench/test_cybench_oracle.py": "docker", "cybench/test_cybench_scoring.py": "docker",
-    "cli/test_bad_input_rows.py": "bad-input-rows",
-    "qita/": "qita",
-}
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    root = Path(__file__).parent
-    for item in items:
-        try:
-            relative = Path(str(item.fspath)).relative_to(root).as_posix()
-        except ValueError:
-            continue
-        group = _ONE_WORKER.get(relative) or _ONE_WORKER.get(relative.split("/")[0] + "/")
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
