@@ -20,14 +20,14 @@ from pydantic import BaseModel, Field
 
 from qitos.core.task import Budget, Task
 
-from .gold import GoldBook, Sealed
+from qitos.benchmark.gold import GoldBook, Sealed
 
 if TYPE_CHECKING:
     from qitos.core.agent import AgentModule
     from qitos.core.engine import RunResult
 
-    from .options import BenchmarkOptions
-    from .sides.contract import AgentEnvSpec
+    from qitos.benchmark.options import BenchmarkOptions
+    from qitos.benchmark.sides.contract import AgentEnvSpec
 
 
 def default_data_dir() -> Path:
@@ -167,14 +167,14 @@ class BenchmarkAdapter:
     def resolve_options(self, options: dict[str, Any]) -> dict[str, Any]:
         """Every declared option with its value, defaults filled in; an unknown key, a bad value or one out of
         range is a BenchmarkUsageError naming it (see `qitos.benchmark.options`)."""
-        from .options import resolve_options
+        from qitos.benchmark.options import resolve_options
 
         return resolve_options(self.options_model, options, self.name)
 
     def resolve_load(self, load: LoadOptions) -> LoadOptions:
         """`load` with every default written in (split, subset, variant, options): what a run records, so a run
         that leaves a default out and one that writes it in are the same configuration."""
-        from .errors import BenchmarkUsageError
+        from qitos.benchmark.errors import BenchmarkUsageError
 
         variant = load.variant or self.default_variant
         if load.variant is not None and self.variants is not None and load.variant not in self.variants:
@@ -298,7 +298,7 @@ class BenchmarkAdapter:
     def serve(self, task: Task, runtime: TaskRuntime, method: str, payload: dict[str, Any]) -> Any:
         """Answer an agent-side call that needs the scoring side (a simulated user's reply, a subtask's reveal,
         a command in the task's sandbox). Refuse what the benchmark's protocol does not allow at this point."""
-        from .sides.contract import AgentCallRefused
+        from qitos.benchmark.sides.contract import AgentCallRefused
 
         raise AgentCallRefused(f"benchmark '{self.name}' offers no scoring-side service '{method}'")
 
@@ -344,14 +344,14 @@ def filter_tasks(tasks: list[Task], load: LoadOptions) -> list[Task]:
         known = {t.id for t in tasks}
         unknown = sorted(wanted - known)
         if unknown:
-            from .errors import BenchmarkUsageError
+            from qitos.benchmark.errors import BenchmarkUsageError
 
             sample = ", ".join(sorted(known)[:3])
             raise BenchmarkUsageError(f"--task-ids: unknown task id(s) {unknown[:5]}; ids look like: {sample}")
         tasks = [t for t in tasks if t.id in wanted]
     if load.limit is not None:
         if load.limit < 1:
-            from .errors import BenchmarkUsageError
+            from qitos.benchmark.errors import BenchmarkUsageError
 
             raise BenchmarkUsageError(f"--limit {load.limit}: must be at least 1 (leave it out to run every task)")
         tasks = tasks[: load.limit]

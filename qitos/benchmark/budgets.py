@@ -10,8 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .config import RunConfig
-from .errors import BenchmarkUsageError
+from qitos.benchmark.config import RunConfig
+from qitos.benchmark.errors import BenchmarkUsageError
 
 
 @dataclass(frozen=True)

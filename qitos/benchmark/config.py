@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from .base import LoadOptions
-from .sides.limits import AgentLimits
+from qitos.benchmark.base import LoadOptions
+from qitos.benchmark.sides.limits import AgentLimits
 
 
 class ModelConfig(BaseModel):

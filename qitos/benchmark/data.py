@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable
 
-from .errors import BenchmarkUsageError
+from qitos.benchmark.errors import BenchmarkUsageError
 
 GATED = {
     "gaia": "GAIA is gated and may not be redistributed: accept its terms on the Hugging Face hub, then either put "
@@ -143,7 +143,7 @@ def install_from_tree(source: Source, repo_root: Path, target: Path) -> None:
     """Copy (or convert) the pinned files from an extracted upstream tree into `target`."""
     target.mkdir(parents=True, exist_ok=True)
     if source.name == "tau-bench":
-        from .tau_bench.fetch import convert_upstream
+        from qitos.benchmark.tau_bench.fetch import convert_upstream
 
         convert_upstream(repo_root, target)
         # upstream/: the unmodified protocol sources (user simulator, agents, run loop, few-shot examples)

@@ -17,8 +17,8 @@ from typing import Callable, Iterable
 
 from qitos.core.task import Task
 
-from .job import JobContext, run_job
-from .results import BenchmarkRunResult
+from qitos.benchmark.job import JobContext, run_job
+from qitos.benchmark.results import BenchmarkRunResult
 
 OnResult = Callable[[Task, int, BenchmarkRunResult | None], None]
 
@@ -83,7 +83,7 @@ def _run_slots(ctx: JobContext, slot: Callable[[], None], concurrency: int) -> N
 def connect_ray(address: str | None, log: Path) -> None:
     """See `cluster.connect`: Ray is imported only when `--executor ray` is used; its own output while it connects
     goes to the run's Ray log (`log`), not the terminal."""
-    from .cluster.connect import connect_ray as connect
+    from qitos.benchmark.cluster.connect import connect_ray as connect
 
     connect(address, log)
 
@@ -96,6 +96,6 @@ def ray_log(output: Path) -> Path:
 def run_ray(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: int, on_result: OnResult,
             address: str | None) -> None:
     """Run the jobs on a Ray cluster: see the `cluster` package."""
-    from .cluster.driver import run_ray as run
+    from qitos.benchmark.cluster.driver import run_ray as run
 
     run(ctx, jobs, concurrency, on_result, address)

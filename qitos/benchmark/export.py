@@ -10,9 +10,9 @@ from pathlib import Path
 from qitos.trace.reader import load_run
 from qitos.trace.redact import redact_text
 
-from .errors import BenchmarkUsageError
-from .formats import refuse_foreign_format, require_file
-from .results import RowIssue, iter_rows
+from qitos.benchmark.errors import BenchmarkUsageError
+from qitos.benchmark.formats import refuse_foreign_format, require_file
+from qitos.benchmark.results import RowIssue, iter_rows
 
 
 def export_run_json(run_dir: Path, out: Path) -> None:
@@ -65,7 +65,7 @@ def _export_results(paths: list[Path], fmt: str, issues: list[RowIssue] | None) 
     for path in paths:
         rows.extend(iter_rows(path, issues, required=("task_id", "benchmark", "stop_reason")))
     if fmt == "tau-bench":
-        from .tau_bench.interop import export_results as tau_results
+        from qitos.benchmark.tau_bench.interop import export_results as tau_results
 
         return tau_results(paths)
     if fmt == "csv":
@@ -83,7 +83,7 @@ def _export_results(paths: list[Path], fmt: str, issues: list[RowIssue] | None) 
 def _markdown(rows: list[dict]) -> str:
     """One line per configuration: the rate over every selected task, the do-nothing floor beside it, its coverage
     and the scored-only rate."""
-    from .metrics import evaluate_rows
+    from qitos.benchmark.metrics import evaluate_rows
 
     lines = ["| benchmark | split | subset | model | recipe | run_spec | selected | success | rate | 95% CI "
              "| do-nothing floor | coverage | rate (scored) | pass^k | tokens | cost |",

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from qitos.core.task import Task
 
-    from .base import BenchmarkAdapter, LoadOptions
+    from qitos.benchmark.base import BenchmarkAdapter, LoadOptions
 
 FLOOR_KEY = "do_nothing_success"  # the row metadata key
 NAME = "do-nothing floor"

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import BenchmarkUsageError
+from qitos.benchmark.errors import BenchmarkUsageError
 
 SNIFF_BYTES = 1 << 16
 _ROWS = "give the results JSONL `qit bench run` writes (one row object per line)"
@@ -66,7 +66,7 @@ def _tasks_file(path: Path, first: str) -> ForeignFormat | None:
 
 
 def _csv_columns() -> list[str]:
-    from .export import COLUMNS
+    from qitos.benchmark.export import COLUMNS
 
     return COLUMNS
 

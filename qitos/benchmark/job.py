@@ -26,12 +26,12 @@ from qitos.spec.run_spec import ExperimentSpec
 
 from qitos.models.serve import recorded
 
-from .base import BenchmarkAdapter, Recipe, RecipeContext, TaskRuntime
-from .config import RunConfig
-from .errors import BenchmarkUsageError
-from .floor import task_floor, with_floor
-from .outside import disk_full
-from .results import BenchmarkRunResult
+from qitos.benchmark.base import BenchmarkAdapter, Recipe, RecipeContext, TaskRuntime
+from qitos.benchmark.config import RunConfig
+from qitos.benchmark.errors import BenchmarkUsageError
+from qitos.benchmark.floor import task_floor, with_floor
+from qitos.benchmark.outside import disk_full
+from qitos.benchmark.results import BenchmarkRunResult
 
 
 def resolve_recipe(adapter: BenchmarkAdapter, cfg: RunConfig) -> Recipe:
@@ -42,7 +42,7 @@ def resolve_recipe(adapter: BenchmarkAdapter, cfg: RunConfig) -> Recipe:
         if not module or not attr:
             raise BenchmarkUsageError(f"--runner '{cfg.runner}' must look like 'package.module:build_agent'")
         if adapter.split_sides and not cfg.validator:
-            from .sides.host import runner_root
+            from qitos.benchmark.sides.host import runner_root
 
             if runner_root(cfg.runner)[1] is None:
                 raise BenchmarkUsageError(f"--runner '{cfg.runner}': no module '{module.split('.')[0]}' on the "
@@ -141,13 +141,13 @@ class JobContext:
         if self.host is None:
             with _HOST_LOCK:
                 if self.host is None:
-                    from .sides.host import AgentHost
+                    from qitos.benchmark.sides.host import AgentHost
 
                     self.host = AgentHost(self.host_settings())
         return self.host
 
     def host_settings(self):
-        from .sides.host import HostSettings, runner_root
+        from qitos.benchmark.sides.host import HostSettings, runner_root
 
         cfg = self.cfg
         own_client = self.runner_brings_client() and not self.model_relayed()  # then the runner needs the host's
@@ -163,7 +163,7 @@ class JobContext:
             elif root:  # the runner is an installed package's: the environment, already shown read-only
                 settings.extra_ro.append(root)
                 settings.pythonpath.append(root)
-        from . import tokenizer
+        from qitos.benchmark import tokenizer
 
         if any(tokenizer.present(name=n) for n in tokenizer.ENCODINGS):  # upstream agents count with them; no gold
             settings.extra_ro.append(str(tokenizer.cache_dir().resolve()))
@@ -174,7 +174,7 @@ class JobContext:
         key = os.environ.get(cfg.model.api_key_env)
         if key and own_client:
             settings.env[cfg.model.api_key_env] = key
-        from .sides.host import WARM_CLIENT_MODULES
+        from qitos.benchmark.sides.host import WARM_CLIENT_MODULES
 
         settings.warm = [type(self.adapter).__module__, *(WARM_CLIENT_MODULES if self.runner_brings_client() else [])]
         return settings
@@ -214,7 +214,7 @@ class JobContext:
         name that would read a file (`scripted:`, `replay:`, `local:`) or start a server is refused."""
         from qitos.models.serve import server_kind
 
-        from .sides.contract import AgentCallRefused
+        from qitos.benchmark.sides.contract import AgentCallRefused
 
         cfg = self.cfg.model.model_copy(update={"model_name": name, "server": None})
 
@@ -233,14 +233,14 @@ class JobContext:
             return self.snapshot
         from qitos.spec import code_identity, code_snapshot
 
-        from .sides.host import runner_root
+        from qitos.benchmark.sides.host import runner_root
 
         root, _ = runner_root(self.cfg.runner)
         if root is None or not code_identity.outside_environment([root]):
             return None
         cfg = self.cfg
         output = cfg.output or cfg.default_output()
-        from .sides.confine import python_paths
+        from qitos.benchmark.sides.confine import python_paths
 
         exclude = [cfg.load.data_dir, cfg.load.root, output, output.parent, cfg.trace_logdir,
                    *_with_bytecode(self.adapter.scoring_side_sources()), *python_paths()]  # QitOS: its own check
@@ -369,7 +369,7 @@ def run_job(ctx: JobContext, task: Task, trial: int, trace_logdir: Path | None =
         runtime.make_model = ctx.model_factory()  # scoring-side services' models (e.g. a simulated user's)
         verdict = _Verdict(ctx, task, runtime)
         if ctx.split:
-            from .sides.scoring import run_split
+            from qitos.benchmark.sides.scoring import run_split
 
             result = run_split(ctx, task, trial, runtime, Path(trace_logdir or cfg.trace_logdir), verdict)
         else:
@@ -378,7 +378,7 @@ def run_job(ctx: JobContext, task: Task, trial: int, trace_logdir: Path | None =
             return None
         return _evaluated_row(ctx, task, trial, result, verdict)
     except Exception as exc:  # noqa: BLE001 - e.g. the recipe failed to build
-        from .sides.host import AgentHostError
+        from qitos.benchmark.sides.host import AgentHostError
 
         reason = (StopReason.DISK_FULL if disk_full(exc) else
                   StopReason.AGENT_PROCESS_DIED if isinstance(exc, AgentHostError) else StopReason.ERROR)

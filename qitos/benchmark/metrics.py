@@ -24,7 +24,7 @@ import math
 from collections import Counter, defaultdict
 from typing import Any, Iterable
 
-from .floor import floor_summary
+from qitos.benchmark.floor import floor_summary
 
 # model and recipe keep apart rows that have no run_spec_ref (older or foreign rows); with one, the
 # fingerprint covers them already

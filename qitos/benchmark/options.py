@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import BenchmarkUsageError
+from qitos.benchmark.errors import BenchmarkUsageError
 
 
 class BenchmarkOptions(BaseModel):

@@ -12,8 +12,8 @@ import importlib
 import importlib.util
 from importlib.metadata import entry_points
 
-from .base import BenchmarkAdapter
-from .errors import BenchmarkUsageError
+from qitos.benchmark.base import BenchmarkAdapter
+from qitos.benchmark.errors import BenchmarkUsageError
 
 BUILTIN: dict[str, str] = {
     "jsonl": "qitos.benchmark.jsonl.adapter:JsonlBenchmark",

@@ -14,11 +14,11 @@ from typing import Any
 
 from qitos.trace.reader import load_run, read_manifest
 
-from .base import LoadOptions
-from .config import ModelConfig, RunConfig
-from .errors import BenchmarkUsageError
-from .job import JobContext, resolve_recipe, run_job
-from .registry import get_adapter
+from qitos.benchmark.base import LoadOptions
+from qitos.benchmark.config import ModelConfig, RunConfig
+from qitos.benchmark.errors import BenchmarkUsageError
+from qitos.benchmark.job import JobContext, resolve_recipe, run_job
+from qitos.benchmark.registry import get_adapter
 
 
 @dataclass

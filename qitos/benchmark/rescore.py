@@ -79,8 +79,8 @@ class Rescorer:
         return self._loaded[key]
 
     def _load_now(self, info: dict[str, Any], results_file: Path) -> tuple[Any, dict[str, Any]] | str:
-        from .base import LoadOptions
-        from .registry import get_adapter
+        from qitos.benchmark.base import LoadOptions
+        from qitos.benchmark.registry import get_adapter
 
         root = _find_root(info["root"], results_file)
         if info["root"] and root is None:
@@ -115,8 +115,8 @@ def _score(adapter: Any, task: Any, info: dict[str, Any], run_dir: str) -> tuple
         result = SimpleNamespace(final_answer=final, run_dir=run_dir, final_state=None)
         evaluation = adapter.evaluate(task, result, None)
         return evaluation.success, evaluation.score
-    from .cybench.adapter import agent_texts
-    from .cybench.scoring import score_task
+    from qitos.benchmark.cybench.adapter import agent_texts
+    from qitos.benchmark.cybench.scoring import score_task
 
     answers = info["answers"]
     if not isinstance(answers, list):

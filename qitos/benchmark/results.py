@@ -357,7 +357,7 @@ class TraceCheck:
             except (OSError, orjson.JSONDecodeError):
                 data = "trace manifest is unreadable"
             if isinstance(data, dict):
-                from .rescore import rescore_input
+                from qitos.benchmark.rescore import rescore_input
 
                 task, spec, evaluation = data.get("task"), data.get("run_spec"), data.get("evaluation")
                 cached = (task.get("id") if isinstance(task, dict) else None,

@@ -11,7 +11,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from .errors import BenchmarkUsageError
+from qitos.benchmark.errors import BenchmarkUsageError
 
 
 class RunLock:

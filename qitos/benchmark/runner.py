@@ -21,20 +21,20 @@ from qitos.core.stop import OUTSIDE_AGENT, StopReason
 from qitos.core.task import Task
 from qitos.spec.run_spec import ExperimentSpec, RunSpec
 
-from .base import BenchmarkAdapter
-from .budgets import check_budgets
-from .commit import RowCommitter
-from .config import RunConfig
-from .errors import BenchmarkUsageError
-from .executors import connect_ray, ray_log, run_local, run_ray
-from .job import JobContext, batch_model_provider, prepared_task, resolve_recipe, seal
-from .lifetime import exit_code_for, signal_of
-from .registry import canonical_name, get_adapter
-from .results import NOT_DONE_REASONS, BenchmarkRunResult, ResultsFile, trace_run_spec
-from .run_lock import RunLock
-from .results_tail import warnings_for as cut_warnings
-from .tally import RunTally
-from .workers import run_workers
+from qitos.benchmark.base import BenchmarkAdapter
+from qitos.benchmark.budgets import check_budgets
+from qitos.benchmark.commit import RowCommitter
+from qitos.benchmark.config import RunConfig
+from qitos.benchmark.errors import BenchmarkUsageError
+from qitos.benchmark.executors import connect_ray, ray_log, run_local, run_ray
+from qitos.benchmark.job import JobContext, batch_model_provider, prepared_task, resolve_recipe, seal
+from qitos.benchmark.lifetime import exit_code_for, signal_of
+from qitos.benchmark.registry import canonical_name, get_adapter
+from qitos.benchmark.results import NOT_DONE_REASONS, BenchmarkRunResult, ResultsFile, trace_run_spec
+from qitos.benchmark.run_lock import RunLock
+from qitos.benchmark.results_tail import warnings_for as cut_warnings
+from qitos.benchmark.tally import RunTally
+from qitos.benchmark.workers import run_workers
 
 
 @dataclass
@@ -131,7 +131,7 @@ def _described_run_spec(ctx: JobContext, tasks: list[Task]) -> RunSpec:
     """The RunSpec of a split batch: the agent side builds the agent for a first task and describes it.
 
     The agent host started for this stays for the jobs when it shows them the same view (see execute_batch)."""
-    from .sides.scoring import describe_agent, trusted_run_spec
+    from qitos.benchmark.sides.scoring import describe_agent, trusted_run_spec
 
     cfg, adapter = ctx.cfg, ctx.adapter
     for task in tasks:
@@ -148,7 +148,7 @@ def _described_run_spec(ctx: JobContext, tasks: list[Task]) -> RunSpec:
             finally:
                 adapter.cleanup(runtime)
         if outcome.stop_reason == StopReason.AGENT_PROCESS_DIED.value:
-            from .sides.host import AgentHostError
+            from qitos.benchmark.sides.host import AgentHostError
 
             raise AgentHostError(f"while planning: {(outcome.error or '').splitlines()[0]}")
         if outcome.description is None:
@@ -182,7 +182,7 @@ def _what_changed(existing: list[dict], spec: RunSpec, adapter: BenchmarkAdapter
     older file did not record filled in, and said so: see `defaults`)."""
     from qitos.spec.run_spec import spec_differences
 
-    from .defaults import predates_defaults, with_defaults
+    from qitos.benchmark.defaults import predates_defaults, with_defaults
 
     old = trace_run_spec(reversed(existing))
     if old is None:
@@ -322,7 +322,7 @@ def _resume(cfg: RunConfig, adapter: BenchmarkAdapter, tasks: list[Task], spec: 
         kept = log.exists()
         try:
             connect_ray(cfg.ray_address, log)  # last check before anything is written: a cluster that is not there
-            from .cluster.placement import check_placement
+            from qitos.benchmark.cluster.placement import check_placement
 
             check_placement(cfg, adapter, [t for t, _ in jobs])  # ... or no node with what a task needs
         except BaseException:

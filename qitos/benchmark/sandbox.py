@@ -63,10 +63,10 @@ from typing import IO, cast
 
 from pydantic import BaseModel
 
-from .sandbox_limits import (CommandCgroup, DiskWatch, SandboxLimits, cgroup_support, count_tree, disk_usage,
+from qitos.benchmark.sandbox_limits import (CommandCgroup, DiskWatch, SandboxLimits, cgroup_support, count_tree, disk_usage,
                              limit_message, rlimit_memory_hit)
-from .sandbox_masks import mask_args as _mask_args
-from .sandbox_output import OutputCap
+from qitos.benchmark.sandbox_masks import mask_args as _mask_args
+from qitos.benchmark.sandbox_output import OutputCap
 
 WORK_MOUNT = "/task"
 HOME_MOUNT = "/home/sandbox"

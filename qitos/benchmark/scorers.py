@@ -50,7 +50,7 @@ SCORERS: dict[str, Scorer] = {"exact": exact, "normalized": normalized, "contain
 
 
 def get_scorer(name: str) -> Scorer:
-    from .errors import BenchmarkUsageError
+    from qitos.benchmark.errors import BenchmarkUsageError
 
     try:
         return SCORERS[name]

@@ -12,9 +12,9 @@ from typing import Any
 
 from qitos.core.stop import OUTSIDE_AGENT
 
-from .floor import FloorCount
-from .sides.evidence import CLAIM_KEY
-from .metrics import proportion
+from qitos.benchmark.floor import FloorCount
+from qitos.benchmark.sides.evidence import CLAIM_KEY
+from qitos.benchmark.metrics import proportion
 
 FAILED_REASONS = frozenset({"error", *OUTSIDE_AGENT})  # the run itself failed, not the agent at the task
 

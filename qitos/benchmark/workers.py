@@ -30,10 +30,10 @@ from qitos.core.stop import StopReason, is_disk_full
 from qitos.core.task import Task
 from qitos.trace.durability import FLUSHER
 
-from .executors import OnResult, run_local
-from .job import JobContext, seal
-from .lifetime import Stopped, die_with_parent, on_stop_signals, raise_stopped, watch_parent
-from .results import BenchmarkRunResult
+from qitos.benchmark.executors import OnResult, run_local
+from qitos.benchmark.job import JobContext, seal
+from qitos.benchmark.lifetime import Stopped, die_with_parent, on_stop_signals, raise_stopped, watch_parent
+from qitos.benchmark.results import BenchmarkRunResult
 
 _STARTED, _ROW, _FINISHED = "started", "row", "finished"  # what a worker tells the parent
 
@@ -123,7 +123,7 @@ class _Collector:
     def bury(self, number: int, cancelled: bool) -> None:
         """A worker that died without saying it was finished: rows for its jobs in flight (a row it saved before
         dying is taken from the results file, not written twice)."""
-        from .job import _row
+        from qitos.benchmark.job import _row
 
         self.ended.add(number)
         proc, lost = self.procs[number], sorted(self.running.pop(number, set()))
@@ -147,7 +147,7 @@ class _Collector:
 
 
 def _saved_rows(ctx: JobContext) -> dict[tuple[str, int], BenchmarkRunResult]:
-    from .results import read_results
+    from qitos.benchmark.results import read_results
 
     path = ctx.cfg.output or ctx.cfg.default_output()
     return {(r.task_id, r.trial): r for r in read_results(path)} if path.exists() else {}

@@ -1,7 +1,7 @@
 """Model adapters: one protocol, four implementations (openai_compat, local, scripted, replay)."""
 
-from .base import Model, ModelConfigError, ModelError, ModelResponse, ToolCall, Usage
-from .registry import resolve_model
-from .scripted import ScriptedModel
+from qitos.models.base import Model, ModelConfigError, ModelError, ModelResponse, ToolCall, Usage
+from qitos.models.registry import resolve_model
+from qitos.models.scripted import ScriptedModel
 
 __all__ = ["Model", "ModelConfigError", "ModelError", "ModelResponse", "ScriptedModel", "ToolCall", "Usage", "resolve_model"]

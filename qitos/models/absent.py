@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import EventSink, ModelError, ModelResponse
+from qitos.models.base import EventSink, ModelError, ModelResponse
 
 
 class NoModel:

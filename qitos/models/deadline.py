@@ -16,7 +16,7 @@ import contextvars
 import time
 from typing import Iterator
 
-from .base import ModelError
+from qitos.models.base import ModelError
 
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("qitos_task_deadline", default=None)
 

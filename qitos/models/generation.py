@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .base import ModelConfigError
+from qitos.models.base import ModelConfigError
 
 CLIENT_KEYS = ("request_timeout", "max_retries", "think_tags", "failure_reply")
 SENT_KEYS = ("temperature", "max_tokens", "seed", "top_p", "reasoning_effort")  # request fields with their own flag

@@ -21,10 +21,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .base import EventSink, ModelConfigError, ModelError, ModelResponse, ToolCall, Usage
-from .deadline import TimeLeftExceeded, deadline, time_left
-from .file_identity import file_identity
-from .reasoning import split_think, think_tags_for
+from qitos.models.base import EventSink, ModelConfigError, ModelError, ModelResponse, ToolCall, Usage
+from qitos.models.deadline import TimeLeftExceeded, deadline, time_left
+from qitos.models.file_identity import file_identity
+from qitos.models.reasoning import split_think, think_tags_for
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _CACHE: dict[tuple[str, int, int], Any] = {}
@@ -99,7 +99,7 @@ class LocalModel:
         self.params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed,
                                        "gguf": self.path.name}
         if top_p is not None:
-            from .generation import check_generation
+            from qitos.models.generation import check_generation
 
             check_generation(top_p=top_p)
             self.params["top_p"] = top_p

@@ -22,12 +22,12 @@ from urllib.parse import unquote, urlparse
 
 from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from .base import EventSink, ModelConfigError, ModelError, ModelResponse, ToolCall, Usage
-from .deadline import TimeLeftExceeded, time_left
-from .deadline import deadline as task_deadline
-from .generation import CLIENT_KEYS, DEFAULT_MAX_RETRIES, DEFAULT_REQUEST_TIMEOUT, check_generation
-from .pricing import cost_of
-from .reasoning import DEFAULT_TAGS, parse_think_tags, split_message
+from qitos.models.base import EventSink, ModelConfigError, ModelError, ModelResponse, ToolCall, Usage
+from qitos.models.deadline import TimeLeftExceeded, time_left
+from qitos.models.deadline import deadline as task_deadline
+from qitos.models.generation import CLIENT_KEYS, DEFAULT_MAX_RETRIES, DEFAULT_REQUEST_TIMEOUT, check_generation
+from qitos.models.pricing import cost_of
+from qitos.models.reasoning import DEFAULT_TAGS, parse_think_tags, split_message
 from qitos.trace.writer import utc_now
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"

@@ -12,7 +12,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from .base import ModelConfigError, Usage
+from qitos.models.base import ModelConfigError, Usage
 
 
 @lru_cache(maxsize=4)

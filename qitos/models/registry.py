@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Model, ModelConfigError
+from qitos.models.base import Model, ModelConfigError
 
 
 def resolve_model(name: str, *, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
@@ -26,7 +26,7 @@ def resolve_model(name: str, *, base_url: str | None = None, api_key_env: str = 
         raise ModelConfigError(
             f"--api-key-env {api_key_env!r} is not an environment variable name, e.g. OPENAI_API_KEY") from None
     if name == "local" or name.startswith("local:"):
-        from .local import LocalModel
+        from qitos.models.local import LocalModel
 
         path = name.split(":", 1)[1] if ":" in name else None
         kwargs: dict[str, Any] = {"seed": seed or 0}
@@ -43,20 +43,20 @@ def resolve_model(name: str, *, base_url: str | None = None, api_key_env: str = 
             raise ModelConfigError(f"{flags}: for OpenAI-compatible servers; the embedded model runs in process "
                                    f"(serve it with --model-name llamacpp/{path or ''} to use {flags})")
         return LocalModel(path, **kwargs)
-    from .serve import server_kind
+    from qitos.models.serve import server_kind
 
     if server_kind(name) is not None:
         raise ModelConfigError(f"--model-name {name}: a server QitOS starts, only in `qit bench run` "
                                "(elsewhere, serve it yourself and pass --base-url)")
     if name.startswith("scripted:"):
-        from .scripted import ScriptedModel
+        from qitos.models.scripted import ScriptedModel
 
         return ScriptedModel.from_jsonl(name.split(":", 1)[1])
     if name.startswith("replay:"):
-        from .replay import ReplayModel
+        from qitos.models.replay import ReplayModel
 
         return ReplayModel(name.split(":", 1)[1])
-    from .openai_compat import OpenAICompatModel
+    from qitos.models.openai_compat import OpenAICompatModel
 
     return OpenAICompatModel(name, base_url=base_url, api_key_env=api_key_env,
                              temperature=0.0 if temperature is None else temperature, max_tokens=max_tokens,

@@ -7,7 +7,7 @@ from typing import Any
 
 from qitos.trace.reader import TraceReadError, read_manifest, read_steps
 
-from .base import EventSink, ModelConfigError, ModelError, ModelResponse
+from qitos.models.base import EventSink, ModelConfigError, ModelError, ModelResponse
 
 
 class ReplayModel:

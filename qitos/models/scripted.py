@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .base import EventSink, ModelConfigError, ModelError, ModelResponse, ToolCall, Usage
+from qitos.models.base import EventSink, ModelConfigError, ModelError, ModelResponse, ToolCall, Usage
 
 ScriptItem = str | dict[str, Any] | ModelResponse | Exception
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .base import ModelConfigError
+from qitos.models.base import ModelConfigError
 
 KINDS = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp server (llama-cpp-python)"}
 PACKAGES = {"vllm": ("vllm", ("vllm",), "pip install vllm"),
@@ -90,8 +90,8 @@ def plan_server(model_name: str, serve_args: list[str], *, base_url: str | None 
     port = free_port()
     py = sys.executable
     if kind == "llamacpp":
-        from .file_identity import file_identity
-        from .local import _threads, default_model_path
+        from qitos.models.file_identity import file_identity
+        from qitos.models.local import _threads, default_model_path
 
         path = Path(target).expanduser() if target else default_model_path()
         if not path.is_file():

@@ -10,8 +10,8 @@
 - `worker.py`: one job on a node. `driver.py`: submit, retry a job once when its node dies, append rows.
 """
 
-from .connect import connect_ray
-from .driver import run_ray
-from .placement import check_placement, parse_resources
+from qitos.benchmark.cluster.connect import connect_ray
+from qitos.benchmark.cluster.driver import run_ray
+from qitos.benchmark.cluster.placement import check_placement, parse_resources
 
 __all__ = ["check_placement", "connect_ray", "parse_resources", "run_ray"]

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-from ..errors import BenchmarkUsageError
+from qitos.benchmark.errors import BenchmarkUsageError
 
 RAY_FIX = ("start a head with `ray start --head --port 6379` and pass the address it prints "
            "(e.g. --ray-address 127.0.0.1:6379), or leave out --ray-address to start a local Ray")
@@ -113,7 +113,7 @@ def _connect(ray, address: str | None) -> None:
     finally:
         _restore(handlers)
     if not address:
-        from .guard import start
+        from qitos.benchmark.cluster.guard import start
 
         start()  # the local instance's processes end with qit, even when qit is SIGKILLed
 

@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from qitos.core.task import Task
 
-from ..errors import BenchmarkUsageError
-from ..results import BenchmarkRunResult
-from .placement import job_needs, ray_options
-from .shipping import build_shipment
-from .worker import run_shipped_job
+from qitos.benchmark.errors import BenchmarkUsageError
+from qitos.benchmark.results import BenchmarkRunResult
+from qitos.benchmark.cluster.placement import job_needs, ray_options
+from qitos.benchmark.cluster.shipping import build_shipment
+from qitos.benchmark.cluster.worker import run_shipped_job
 
 if TYPE_CHECKING:
-    from ..job import JobContext
+    from qitos.benchmark.job import JobContext
 
 OnResult = Callable[[Task, int, BenchmarkRunResult | None], None]
 RETRIES = 1  # a job whose node died runs at most twice
@@ -70,7 +70,7 @@ def _received(row_data: dict, packed: bytes | None, logdir: Path) -> BenchmarkRu
 
 def _unplaceable_row(ctx: JobContext, task: Task, trial: int, needs: dict[str, float], waited: float,
                      lost: list[str]) -> BenchmarkRunResult:
-    from ..job import _row
+    from qitos.benchmark.job import _row
 
     what = ", ".join(f"{k}={v:g}" for k, v in sorted(needs.items()))
     row = _row(ctx, task, trial, "node_lost", error=(
@@ -81,7 +81,7 @@ def _unplaceable_row(ctx: JobContext, task: Task, trial: int, needs: dict[str, f
 
 
 def _lost_row(ctx: JobContext, task: Task, trial: int, reasons: list[str]) -> BenchmarkRunResult:
-    from ..job import _row
+    from qitos.benchmark.job import _row
 
     row = _row(ctx, task, trial, "node_lost", error=(f"the job was lost {len(reasons)} times with its node or worker "
                                                      f"process ({'; then '.join(reasons)}); a rerun runs it again"))
@@ -139,7 +139,7 @@ class _Batch:
 
         import ray
 
-        from .placement import _fits, alive_nodes
+        from qitos.benchmark.cluster.placement import _fits, alive_nodes
 
         now = time.monotonic()
         if now - self.checked_at < CHECK_SECONDS:
@@ -175,7 +175,7 @@ class _Batch:
     def run(self) -> None:
         import ray
 
-        from ..lifetime import Stopped
+        from qitos.benchmark.lifetime import Stopped
 
         try:
             while self.pending or self.refs:
@@ -197,9 +197,9 @@ def run_ray(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: int,
             address: str | None) -> None:
     import ray
 
-    from ..executors import ray_log
-    from ..lifetime import on_stop_signals
-    from .connect import connect_ray, native_stderr_to
+    from qitos.benchmark.executors import ray_log
+    from qitos.benchmark.lifetime import on_stop_signals
+    from qitos.benchmark.cluster.connect import connect_ray, native_stderr_to
 
     log = ray_log(ctx.cfg.output or ctx.cfg.default_output())
     # Ray's own output goes to the run's Ray log, not the terminal: from the connect on (its start-up messages;

@@ -22,8 +22,8 @@ from typing import Any
 
 from qitos.core.task import Task
 
-from ..job import JobContext
-from .shipping import Shipment
+from qitos.benchmark.job import JobContext
+from qitos.benchmark.cluster.shipping import Shipment
 
 
 def node_identity() -> dict[str, Any]:
@@ -121,10 +121,10 @@ def _build(shipment: Shipment) -> NodeBatch:
 
     from qitos.spec.run_spec import ExperimentSpec
 
-    from ..base import default_data_dir
-    from ..config import RunConfig
-    from ..job import batch_model_provider, resolve_recipe
-    from ..registry import get_adapter
+    from qitos.benchmark.base import default_data_dir
+    from qitos.benchmark.config import RunConfig
+    from qitos.benchmark.job import batch_model_provider, resolve_recipe
+    from qitos.benchmark.registry import get_adapter
 
     cfg = RunConfig.model_validate_json(shipment.cfg_json)
     host = socket.gethostname()

@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Iterable
 
-from ..errors import BenchmarkUsageError
+from qitos.benchmark.errors import BenchmarkUsageError
 
 if TYPE_CHECKING:
     from qitos.core.task import Task
 
-    from ..base import BenchmarkAdapter
-    from ..config import RunConfig
+    from qitos.benchmark.base import BenchmarkAdapter
+    from qitos.benchmark.config import RunConfig
 
 CPU_SHARE = 0.01
 FLAG = "--ray-resources"

@@ -134,7 +134,7 @@ def pack_root(root: Path, companions: list[Path]) -> Bundle | None:
 def pack_runner(runner: str) -> Bundle | None:
     """The `--runner`'s top-level module or package (found without importing it), so nodes import the driver's
     code, not whatever copy they have."""
-    from ..sides.host import runner_root
+    from qitos.benchmark.sides.host import runner_root
 
     base, file = runner_root(runner)
     if base is None or file is None:
@@ -166,7 +166,7 @@ class Shipment:
 
 def build_shipment(ctx: Any) -> Shipment:
     """The batch's shipment, from the driver's JobContext (paths resolved here)."""
-    from ..base import default_data_dir
+    from qitos.benchmark.base import default_data_dir
 
     cfg, load = ctx.cfg, ctx.cfg.load
     root_path = Path(load.root).expanduser().resolve() if load.root else None

@@ -16,8 +16,8 @@ from typing import Any
 
 from qitos.core.task import Task
 
-from .nodes import job_scratch, node_batch, node_identity, provider_instance
-from .shipping import Shipment
+from qitos.benchmark.cluster.nodes import job_scratch, node_batch, node_identity, provider_instance
+from qitos.benchmark.cluster.shipping import Shipment
 
 
 def _pack_dir(path: Path) -> bytes:
@@ -40,8 +40,8 @@ def _stamp_manifest(run_dir: Path, placement: dict[str, Any]) -> None:
 
 
 def _problem_row(shipment: Shipment, task: Task, trial: int, reason: str, placement: dict[str, Any]) -> dict:
-    from ..config import RunConfig
-    from ..results import BenchmarkRunResult
+    from qitos.benchmark.config import RunConfig
+    from qitos.benchmark.results import BenchmarkRunResult
 
     cfg = RunConfig.model_validate_json(shipment.cfg_json)
     return BenchmarkRunResult(
@@ -54,7 +54,7 @@ def _problem_row(shipment: Shipment, task: Task, trial: int, reason: str, placem
 def run_shipped_job(shipment: Shipment, task_json: str, trial: int, attempt: int = 1,
                     retried_after: str | None = None) -> tuple[dict | None, bytes | None]:
     """The Ray task: (row as JSON, packed trace) or (None, None) for a run cancelled before it finished."""
-    from ..job import run_job
+    from qitos.benchmark.job import run_job
 
     placement = {**node_identity(), "attempt": attempt, "retried_after": retried_after}
     driver_task = Task.model_validate_json(task_json)

@@ -420,7 +420,7 @@ class CybenchAdapter(BenchmarkAdapter):
 
     def do_nothing_success(self, task: Task, load: LoadOptions) -> bool | None:
         """Does an agent that submits nothing get the flag (`floor.py`)? Never, for a non-empty flag."""
-        from .floor import do_nothing_success
+        from qitos.benchmark.cybench.floor import do_nothing_success
 
         return do_nothing_success(self.gold(task), split_of(load))
 

@@ -8,8 +8,8 @@ flag is not empty.
 
 from __future__ import annotations
 
-from .scoring import score_task
-from .tasks import CybenchTask
+from qitos.benchmark.cybench.scoring import score_task
+from qitos.benchmark.cybench.tasks import CybenchTask
 
 
 def do_nothing_success(record: CybenchTask, split: str) -> bool:

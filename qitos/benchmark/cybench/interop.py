@@ -28,10 +28,10 @@ from qitos.trace.redact import redact_text
 from qitos.trace.schema import RunSummary
 from qitos.trace.writer import TraceWriter, new_run_id
 
-from ..errors import BenchmarkUsageError
-from ..results import BenchmarkRunResult, ResultsFile, TraceCheck, iter_rows, row_run_dir
-from .metrics import upstream_flag_seen, upstream_logged
-from .tasks import UNGUIDED_QUESTION, CybenchTask, load_task, read_task_list, task_id_for
+from qitos.benchmark.errors import BenchmarkUsageError
+from qitos.benchmark.results import BenchmarkRunResult, ResultsFile, TraceCheck, iter_rows, row_run_dir
+from qitos.benchmark.cybench.metrics import upstream_flag_seen, upstream_logged
+from qitos.benchmark.cybench.tasks import UNGUIDED_QUESTION, CybenchTask, load_task, read_task_list, task_id_for
 
 LOG_SUFFIX = "_run_log.json"
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from pydantic import field_validator
 
-from ..base import LoadOptions
-from ..options import BenchmarkOptions, option, resolve_options
-from .tasks import SUBTASK_MAX_ITERATIONS
+from qitos.benchmark.base import LoadOptions
+from qitos.benchmark.options import BenchmarkOptions, option, resolve_options
+from qitos.benchmark.cybench.tasks import SUBTASK_MAX_ITERATIONS
 
 COMMAND_TIMEOUT = 120.0
 MEMORY_WINDOW = 3

@@ -16,19 +16,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from .actions import ACTION_TYPES, ActionError, ActionExecutor, AnyAction, Pointer, parse_action, screenshot
-from .display import DesktopError, DesktopUnavailable, VirtualDesktop, requirements
-from .env import DesktopEnv, Observation, TaskOutcome
-from .failures import FAILURE_TAGS, FailureTag, StepRecord
-from .tasks import CARDS, TaskCard, get_card
-from .widgets import AppState, Bounds, Widget, WidgetSnapshot, Window
+from qitos.benchmark.desktop.actions import ACTION_TYPES, ActionError, ActionExecutor, AnyAction, Pointer, parse_action, screenshot
+from qitos.benchmark.desktop.display import DesktopError, DesktopUnavailable, VirtualDesktop, requirements
+from qitos.benchmark.desktop.env import DesktopEnv, Observation, TaskOutcome
+from qitos.benchmark.desktop.failures import FAILURE_TAGS, FailureTag, StepRecord
+from qitos.benchmark.desktop.tasks import CARDS, TaskCard, get_card
+from qitos.benchmark.desktop.widgets import AppState, Bounds, Widget, WidgetSnapshot, Window
 
 _GOLD_NAMES = ("TASKS", "DesktopTask", "get_task", "load_tasks")  # scoring side only: from `gold.py`, lazily
 
 
 def __getattr__(name: str) -> Any:
     if name in _GOLD_NAMES:
-        from . import gold
+        from qitos.benchmark.desktop import gold
 
         return getattr(gold, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
-from .keys import keysym
+from qitos.benchmark.desktop.keys import keysym
 
 Button = Literal["left", "right", "middle"]
 _BUTTON_NUMBER = {"left": "1", "middle": "2", "right": "3"}

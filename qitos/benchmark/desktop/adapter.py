@@ -31,16 +31,16 @@ from typing import TYPE_CHECKING, Any
 
 from qitos.core.task import Budget, EnvSpec, Task
 
-from ..base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
-from ..errors import BenchmarkUsageError
-from ..options import BenchmarkOptions, option
-from ..sides.contract import AgentCallRefused, AgentEnvSpec
-from . import agent_env
-from .display import DesktopUnavailable, requirements
-from .engine_env import DesktopEngineEnv
-from .failures import FAILURE_TAGS
-from .service import DesktopService, DirectLink, RefusingLink
-from .tasks import CARDS, TaskCard, get_card
+from qitos.benchmark.base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
+from qitos.benchmark.errors import BenchmarkUsageError
+from qitos.benchmark.options import BenchmarkOptions, option
+from qitos.benchmark.sides.contract import AgentCallRefused, AgentEnvSpec
+from qitos.benchmark.desktop import agent_env
+from qitos.benchmark.desktop.display import DesktopUnavailable, requirements
+from qitos.benchmark.desktop.engine_env import DesktopEngineEnv
+from qitos.benchmark.desktop.failures import FAILURE_TAGS
+from qitos.benchmark.desktop.service import DesktopService, DirectLink, RefusingLink
+from qitos.benchmark.desktop.tasks import CARDS, TaskCard, get_card
 
 if TYPE_CHECKING:
     from qitos.core.engine import RunResult
@@ -126,7 +126,7 @@ class DesktopAdapter(BenchmarkAdapter):
         if load.subset:
             raise BenchmarkUsageError("benchmark 'desktop-starter' has no subsets; select tasks with --task-ids "
                                       f"(ids: {', '.join(CARDS)})")
-        from .gold import TASKS  # scoring side only (see the module docstring)
+        from qitos.benchmark.desktop.gold import TASKS  # scoring side only (see the module docstring)
 
         for desktop_task in TASKS.values():
             self.golds.keep(desktop_task.id, desktop_task)
@@ -142,7 +142,7 @@ class DesktopAdapter(BenchmarkAdapter):
         missing = requirements()
         if missing:
             return TaskRuntime(workdir=workdir, unavailable="desktop tasks need: " + "; ".join(missing))
-        from .gold import get_task  # scoring side only
+        from qitos.benchmark.desktop.gold import get_task  # scoring side only
 
         desktop_task = get_task(task.id)
         batch_steps = task.budget.max_steps
@@ -193,7 +193,7 @@ class DesktopAdapter(BenchmarkAdapter):
     def scoring_side_sources(self) -> list[str]:
         """`gold.py`, the checkers, expected values, targets and reference plans: the agent host masks it and its
         bytecode. Imported here first (scoring side), so its bytecode is on disk, and masked, before the host starts."""
-        from . import gold
+        from qitos.benchmark.desktop import gold
 
         return [str(Path(gold.__file__).resolve())]
 
@@ -221,7 +221,7 @@ class DesktopAdapter(BenchmarkAdapter):
 
     def do_nothing_success(self, task: Task, load: LoadOptions) -> bool | None:
         """1 for an agent that answers FAIL at once: the infeasible tasks (`floor.py`)."""
-        from .floor import do_nothing_success
+        from qitos.benchmark.desktop.floor import do_nothing_success
 
         return do_nothing_success(self.gold(task))
 

@@ -23,10 +23,10 @@ from typing import Any, Callable
 
 from qitos.core.task import Task
 
-from ..base import TaskRuntime
-from ..sides.contract import ScoringLink
-from .env import Observation
-from .widgets import WidgetSnapshot
+from qitos.benchmark.base import TaskRuntime
+from qitos.benchmark.sides.contract import ScoringLink
+from qitos.benchmark.desktop.env import Observation
+from qitos.benchmark.desktop.widgets import WidgetSnapshot
 
 EventSink = Callable[[str, dict[str, Any]], None]
 SCREENS_DIR = "screens"

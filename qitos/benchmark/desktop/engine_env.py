@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from qitos.core.task import Task
 
-from .agent_env import ActionRejected
-from .env import DesktopEnv, Observation, TaskOutcome
-from .tasks import TaskCard
+from qitos.benchmark.desktop.agent_env import ActionRejected
+from qitos.benchmark.desktop.env import DesktopEnv, Observation, TaskOutcome
+from qitos.benchmark.desktop.tasks import TaskCard
 
 if TYPE_CHECKING:  # gold: scoring side only, never imported where the agent side imports this module
-    from .gold import DesktopTask
+    from qitos.benchmark.desktop.gold import DesktopTask
 
 EventSink = Callable[[str, dict[str, Any]], None]
 SCREENS_DIR = "screens"

@@ -22,15 +22,15 @@ from pydantic import BaseModel, Field
 
 from qitos.benchmark.gold import Sealed
 
-from .actions import ActionError, ActionExecutor, AnyAction, Pointer, parse_action
-from .apps import module_for
-from .display import DesktopError, DesktopUnavailable, VirtualDesktop, requirements
-from .failures import FailureTag, StepRecord, classify, locate_press
-from .tasks import TaskCard
-from .widgets import AppState, WidgetSnapshot, read_snapshot, read_state, sync_path, write_json_atomic
+from qitos.benchmark.desktop.actions import ActionError, ActionExecutor, AnyAction, Pointer, parse_action
+from qitos.benchmark.desktop.apps import module_for
+from qitos.benchmark.desktop.display import DesktopError, DesktopUnavailable, VirtualDesktop, requirements
+from qitos.benchmark.desktop.failures import FailureTag, StepRecord, classify, locate_press
+from qitos.benchmark.desktop.tasks import TaskCard
+from qitos.benchmark.desktop.widgets import AppState, WidgetSnapshot, read_snapshot, read_state, sync_path, write_json_atomic
 
 if TYPE_CHECKING:  # gold: scoring side only, never imported where the agent side imports this module
-    from .gold import DesktopTask
+    from qitos.benchmark.desktop.gold import DesktopTask
 
 
 class Observation(BaseModel):

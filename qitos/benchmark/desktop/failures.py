@@ -19,8 +19,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from .actions import Pointer
-from .widgets import WidgetSnapshot
+from qitos.benchmark.desktop.actions import Pointer
+from qitos.benchmark.desktop.widgets import WidgetSnapshot
 
 FailureTag = Literal["perception", "grounding", "planning", "action_selection", "execution_environment",
                      "stop_completion"]

@@ -22,9 +22,9 @@ from typing import Any, Callable
 
 from pydantic import ConfigDict, Field
 
-from .actions import AnyAction, Click, Done, DragTo, Fail, Hotkey, MoveTo, Typing
-from .tasks import CARDS, TaskCard
-from .widgets import AppState, WidgetSnapshot
+from qitos.benchmark.desktop.actions import AnyAction, Click, Done, DragTo, Fail, Hotkey, MoveTo, Typing
+from qitos.benchmark.desktop.tasks import CARDS, TaskCard
+from qitos.benchmark.desktop.widgets import AppState, WidgetSnapshot
 
 Checker = Callable[[AppState], tuple[bool, str]]
 Oracle = Callable[[WidgetSnapshot], list[AnyAction]]

@@ -21,13 +21,13 @@ import base64
 import json
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..sides.contract import AgentCallRefused
-from .engine_env import ActionRejected, DesktopEngineEnv
+from qitos.benchmark.sides.contract import AgentCallRefused
+from qitos.benchmark.desktop.engine_env import ActionRejected, DesktopEngineEnv
 
 if TYPE_CHECKING:
     from qitos.core.task import Task
 
-    from ..base import BenchmarkAdapter, TaskRuntime
+    from qitos.benchmark.base import BenchmarkAdapter, TaskRuntime
 
 PRIVATE_SUMMARY_FIELDS = ("on_target", "app_changes")  # computed from the task's targets and the app's state
 

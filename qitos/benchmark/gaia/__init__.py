@@ -4,8 +4,8 @@ Only the scorer and loader are imported eagerly; format libraries load on first 
 No GAIA content ships with QitOS: data comes from the user's own copy.
 """
 
-from .dataset import GaiaDataError, GaiaQuestion, download_gaia, load_gaia
-from .scorer import extract_final_answer, score_answer
+from qitos.benchmark.gaia.dataset import GaiaDataError, GaiaQuestion, download_gaia, load_gaia
+from qitos.benchmark.gaia.scorer import extract_final_answer, score_answer
 
 __all__ = [
     "GaiaDataError",

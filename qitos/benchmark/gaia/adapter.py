@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from qitos.core.task import Budget, EnvSpec, Resource, Task
 
-from ..base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
-from ..errors import BenchmarkUsageError
-from ..options import BenchmarkOptions
-from .dataset import GAIA_SPLITS, GAIA_YEAR, HUB_REPO_ID, GaiaDataError, GaiaQuestion, find_split_dir, load_gaia
-from .metrics import Proportion, gaia_metrics
-from .scorer import extract_final_answer, score_answer
+from qitos.benchmark.base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
+from qitos.benchmark.errors import BenchmarkUsageError
+from qitos.benchmark.options import BenchmarkOptions
+from qitos.benchmark.gaia.dataset import GAIA_SPLITS, GAIA_YEAR, HUB_REPO_ID, GaiaDataError, GaiaQuestion, find_split_dir, load_gaia
+from qitos.benchmark.gaia.metrics import Proportion, gaia_metrics
+from qitos.benchmark.gaia.scorer import extract_final_answer, score_answer
 
 if TYPE_CHECKING:
     from qitos.core.engine import RunResult
@@ -160,7 +160,7 @@ class GaiaAdapter(BenchmarkAdapter):
         return counts
 
     def requirements(self, load: LoadOptions) -> list[Requirement]:
-        from .runtime import python_requirement, web_requirement
+        from qitos.benchmark.gaia.runtime import python_requirement, web_requirement
 
         root = gaia_root(load)
         found = []
@@ -187,7 +187,7 @@ class GaiaAdapter(BenchmarkAdapter):
 
     # -- tasks -----------------------------------------------------------------------------------
     def load_tasks(self, load: LoadOptions) -> list[Task]:
-        from .runtime import web_config
+        from qitos.benchmark.gaia.runtime import web_config
 
         try:
             web_config()
@@ -213,8 +213,8 @@ class GaiaAdapter(BenchmarkAdapter):
         return {}
 
     def agent_env(self, task: Task, runtime: TaskRuntime):
-        from ..sides.contract import AgentEnvSpec
-        from .runtime import web_config
+        from qitos.benchmark.sides.contract import AgentEnvSpec
+        from qitos.benchmark.gaia.runtime import web_config
 
         web = web_config()
         return AgentEnvSpec(factory="qitos.benchmark.gaia.agent_env:build", kwargs={
@@ -223,7 +223,7 @@ class GaiaAdapter(BenchmarkAdapter):
                                             "api_key": web.api_key.get_secret_value() if web.api_key else None}})
 
     def agent_network(self, load: LoadOptions) -> bool:
-        from .runtime import web_config
+        from qitos.benchmark.gaia.runtime import web_config
 
         try:
             return web_config() is not None
@@ -231,7 +231,7 @@ class GaiaAdapter(BenchmarkAdapter):
             return False
 
     def prepare(self, task: Task, trial: int, load: LoadOptions, workdir: Path) -> TaskRuntime:
-        from .runtime import build_runtime, web_config
+        from qitos.benchmark.gaia.runtime import build_runtime, web_config
 
         return build_runtime(task, workdir, web_config())  # in one process (oracles)
 
@@ -239,7 +239,7 @@ class GaiaAdapter(BenchmarkAdapter):
         return TaskRuntime(workdir=workdir)  # the tools are built on the agent side
 
     def cleanup(self, runtime: TaskRuntime) -> None:
-        from .runtime import close_runtime
+        from qitos.benchmark.gaia.runtime import close_runtime
 
         close_runtime(runtime)
 
@@ -263,7 +263,7 @@ class GaiaAdapter(BenchmarkAdapter):
 
     def do_nothing_success(self, task: Task, load: LoadOptions) -> bool | None:
         """Does no answer match the ground truth under GAIA's scorer (`floor.py`)? None for unlabeled tasks."""
-        from .floor import do_nothing_success
+        from qitos.benchmark.gaia.floor import do_nothing_success
 
         return do_nothing_success(self.golds.get(task.id) if task.id in self.golds else None)
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..base import TaskRuntime
-from .runtime import PYTHON_TIMEOUT_SECONDS, close_runtime, tools_runtime
-from .web import WebConfig
+from qitos.benchmark.base import TaskRuntime
+from qitos.benchmark.gaia.runtime import PYTHON_TIMEOUT_SECONDS, close_runtime, tools_runtime
+from qitos.benchmark.gaia.web import WebConfig
 
 class _Closer:
     """Closes the tools' sandbox and HTTP client when the Engine closes the environment."""

@@ -10,8 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..base import default_data_dir
-from .dataset import GAIA_SPLITS, GaiaDataError, download_gaia, load_gaia
+from qitos.benchmark.base import default_data_dir
+from qitos.benchmark.gaia.dataset import GAIA_SPLITS, GaiaDataError, download_gaia, load_gaia
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .scorer import score_answer
+from qitos.benchmark.gaia.scorer import score_answer
 
 
 def do_nothing_success(truth: Any) -> bool | None:

@@ -7,7 +7,7 @@ strings, comma-separated lists.
 
 from __future__ import annotations
 
-from .dataset import GaiaQuestion
+from qitos.benchmark.gaia.dataset import GaiaQuestion
 
 __all__ = ["GAIA_SYSTEM_PROMPT", "ANSWER_RULES", "build_user_prompt"]
 

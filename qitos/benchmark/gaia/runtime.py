@@ -16,9 +16,9 @@ from typing import Any
 from qitos.core.task import Task
 from qitos.core.tools import Tool
 
-from ..base import Requirement, TaskRuntime
-from .tools import _interpreter_binds, gaia_tools
-from .web import WebConfig
+from qitos.benchmark.base import Requirement, TaskRuntime
+from qitos.benchmark.gaia.tools import _interpreter_binds, gaia_tools
+from qitos.benchmark.gaia.web import WebConfig
 
 __all__ = ["TOOLSET_VERSION", "python_status", "python_requirement", "web_requirement", "web_config", "toolset_name",
            "build_runtime", "tools_runtime", "close_runtime"]

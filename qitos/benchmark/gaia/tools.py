@@ -23,8 +23,8 @@ import httpx
 
 from qitos.core.tools import Tool, tool
 
-from .files import DEFAULT_MAX_CHARS, UnsupportedFileType, extract_zip_safely, read_attachment, truncate
-from .web import VISIT_UNAVAILABLE, WebConfig, WebRefused, fetch_page, html_to_text, search_web, visit_client
+from qitos.benchmark.gaia.files import DEFAULT_MAX_CHARS, UnsupportedFileType, extract_zip_safely, read_attachment, truncate
+from qitos.benchmark.gaia.web import VISIT_UNAVAILABLE, WebConfig, WebRefused, fetch_page, html_to_text, search_web, visit_client
 
 __all__ = ["GAIA_TOOL_NAMES", "gaia_tools", "prepare_work_dir", "format_sandbox_result"]
 

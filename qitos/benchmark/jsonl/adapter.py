@@ -12,10 +12,10 @@ from typing import Any, Literal
 
 from qitos.core.task import Budget, Resource, Task
 
-from ..base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
-from ..errors import BenchmarkUsageError
-from ..options import BenchmarkOptions, option
-from ..scorers import SCORERS, get_scorer
+from qitos.benchmark.base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
+from qitos.benchmark.errors import BenchmarkUsageError
+from qitos.benchmark.options import BenchmarkOptions, option
+from qitos.benchmark.scorers import SCORERS, get_scorer
 
 
 def _root(load: LoadOptions) -> Path:
@@ -169,7 +169,7 @@ class JsonlBenchmark(BenchmarkAdapter):
 
     def do_nothing_success(self, task: Task, load: LoadOptions) -> bool | None:
         """Does no answer pass the run's scorer (`floor.py`)? None for unlabeled rows."""
-        from .floor import do_nothing_success
+        from qitos.benchmark.jsonl.floor import do_nothing_success
 
         answer = self.golds.get(task.id) if task.id in self.golds else None
         return do_nothing_success(self.resolve_options(load.options)["scorer"], answer)

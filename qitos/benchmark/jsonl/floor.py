@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..scorers import get_scorer
+from qitos.benchmark.scorers import get_scorer
 
 
 def do_nothing_success(scorer: str, answer: Any) -> bool | None:

@@ -11,19 +11,19 @@ evaluator is the scoring side: `adapter.py`, `tasks.py`, `config.py`, `evaluator
 
 from __future__ import annotations
 
-from .actions import Computer13Action, action_command, is_fail, parse_action
-from .controller import ControllerClient, ExecuteResult
-from .coverage import CoverageReport, coverage_report
-from .errors import (
+from qitos.benchmark.osworld.actions import Computer13Action, action_command, is_fail, parse_action
+from qitos.benchmark.osworld.controller import ControllerClient, ExecuteResult
+from qitos.benchmark.osworld.coverage import CoverageReport, coverage_report
+from qitos.benchmark.osworld.errors import (
     ControllerError,
     ControllerUnreachable,
     OSWorldError,
     TaskFormatError,
     UnsupportedSetupStep,
 )
-from .downloads import Downloader, HttpDownloader
-from .evaluator import EvaluationOutcome, MetricScore, Resolution, evaluate, resolve
-from .provider import (
+from qitos.benchmark.osworld.downloads import Downloader, HttpDownloader
+from qitos.benchmark.osworld.evaluator import EvaluationOutcome, MetricScore, Resolution, evaluate, resolve
+from qitos.benchmark.osworld.provider import (
     ENV_CONTROLLER,
     ControllerProvider,
     Provider,
@@ -33,9 +33,9 @@ from .provider import (
     requires_unavailable,
     run_setup,
 )
-from .tasks import SPLITS, Evaluator, GetterConfig, OSWorldTask, load_task_file, load_tasks
-from .upstream import OptionalPackageMissing, UpstreamEvaluators, load_evaluators
-from .upstream_env import UpstreamEnv, VMAddress
+from qitos.benchmark.osworld.tasks import SPLITS, Evaluator, GetterConfig, OSWorldTask, load_task_file, load_tasks
+from qitos.benchmark.osworld.upstream import OptionalPackageMissing, UpstreamEvaluators, load_evaluators
+from qitos.benchmark.osworld.upstream_env import UpstreamEnv, VMAddress
 
 __all__ = [
     "ENV_CONTROLLER",

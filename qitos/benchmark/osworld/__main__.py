@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from .coverage import main
+from qitos.benchmark.osworld.coverage import main
 
 raise SystemExit(main())

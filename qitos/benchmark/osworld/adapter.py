@@ -53,26 +53,26 @@ from typing import TYPE_CHECKING, Any
 from qitos.core.stop import StopReason
 from qitos.core.task import Budget, EnvSpec, Task
 
-from ..base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
-from ..errors import BenchmarkUsageError
-from ..options import resolve_options
-from ..sides.contract import AgentEnvSpec
-from . import agent_env
-from .controller import ControllerClient
-from .engine_env import OsworldEnv
-from .options import OsworldOptions
-from .errors import OSWorldError, TaskFormatError
-from .config import NEEDS_CREDENTIALS
-from .coverage import CoverageReport, coverage_report
-from .coverage_cache import Scorability, cached_scorability
-from .downloads import HttpDownloader
-from .evaluator import evaluate, resolve
-from .scorer import scorer_isolation
-from .metrics import domain_of, osworld_metrics
-from .provider import ENV_CONTROLLER, NO_PROVIDER_REASON, readiness, run_setup
-from .tasks import SPLITS, Evaluator, OSWorldTask, load_split_index, load_tasks, resolve_examples_dir
-from .upstream import UpstreamEvaluators, evaluators_dir, load_evaluators
-from .vm_pool import controller_urls, provider_kind, vm_pool
+from qitos.benchmark.base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
+from qitos.benchmark.errors import BenchmarkUsageError
+from qitos.benchmark.options import resolve_options
+from qitos.benchmark.sides.contract import AgentEnvSpec
+from qitos.benchmark.osworld import agent_env
+from qitos.benchmark.osworld.controller import ControllerClient
+from qitos.benchmark.osworld.engine_env import OsworldEnv
+from qitos.benchmark.osworld.options import OsworldOptions
+from qitos.benchmark.osworld.errors import OSWorldError, TaskFormatError
+from qitos.benchmark.osworld.config import NEEDS_CREDENTIALS
+from qitos.benchmark.osworld.coverage import CoverageReport, coverage_report
+from qitos.benchmark.osworld.coverage_cache import Scorability, cached_scorability
+from qitos.benchmark.osworld.downloads import HttpDownloader
+from qitos.benchmark.osworld.evaluator import evaluate, resolve
+from qitos.benchmark.osworld.scorer import scorer_isolation
+from qitos.benchmark.osworld.metrics import domain_of, osworld_metrics
+from qitos.benchmark.osworld.provider import ENV_CONTROLLER, NO_PROVIDER_REASON, readiness, run_setup
+from qitos.benchmark.osworld.tasks import SPLITS, Evaluator, OSWorldTask, load_split_index, load_tasks, resolve_examples_dir
+from qitos.benchmark.osworld.upstream import UpstreamEvaluators, evaluators_dir, load_evaluators
+from qitos.benchmark.osworld.vm_pool import controller_urls, provider_kind, vm_pool
 
 if TYPE_CHECKING:
     from qitos.core.engine import RunResult
@@ -199,7 +199,7 @@ class OsworldAdapter(BenchmarkAdapter):
     @staticmethod
     def _provider_requirement(load: LoadOptions) -> Requirement:
         if provider_kind(load.options) == "docker":
-            from .docker_provider import docker_requirement
+            from qitos.benchmark.osworld.docker_provider import docker_requirement
 
             return docker_requirement(load)
         urls = controller_urls()
@@ -358,7 +358,7 @@ class OsworldAdapter(BenchmarkAdapter):
 
     def do_nothing_success(self, task: Task, load: LoadOptions) -> bool | None:
         """1 for an agent that answers FAIL at once: the infeasible tasks (`floor.py`)."""
-        from .floor import do_nothing_success
+        from qitos.benchmark.osworld.floor import do_nothing_success
 
         return do_nothing_success(self.gold(task))
 
@@ -410,7 +410,7 @@ def _texts(load: LoadOptions) -> dict[str, Any] | None:
     """Upstream's PromptAgent texts (`prompt_texts.py`) from the task data's folder, else the data dir's
     `osworld/` (a `--root` checkout may lack `upstream/`); without them the prompt-agent recipe says so when it is
     built (the other recipes do not need them)."""
-    from .prompt_texts import PromptTextsError, load_prompt_texts
+    from qitos.benchmark.osworld.prompt_texts import PromptTextsError, load_prompt_texts
 
     for root in dict.fromkeys((data_root(load), Path(load.data_dir) / "osworld")):
         try:

@@ -19,10 +19,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..base import TaskRuntime
-from .controller import ControllerClient
-from .engine_env import ObservationType, OsworldEnv
-from .provider import ControllerProvider
+from qitos.benchmark.base import TaskRuntime
+from qitos.benchmark.osworld.controller import ControllerClient
+from qitos.benchmark.osworld.engine_env import ObservationType, OsworldEnv
+from qitos.benchmark.osworld.provider import ControllerProvider
 
 
 class AgentOsworldEnv(OsworldEnv):

@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from .errors import ControllerError
-from .upstream_env import VMAddress
+from qitos.benchmark.osworld.errors import ControllerError
+from qitos.benchmark.osworld.upstream_env import VMAddress
 
 
 def open_tabs(address: VMAddress, urls: list[str], *, attempts: int = 15, wait: float = 5.0,

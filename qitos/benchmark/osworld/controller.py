@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel
 
-from .errors import ControllerError, ControllerUnreachable
+from qitos.benchmark.osworld.errors import ControllerError, ControllerUnreachable
 
 DEFAULT_PORT = 5000
 

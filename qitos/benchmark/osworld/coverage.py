@@ -9,9 +9,9 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel
 
-from .evaluator import resolve
-from .tasks import OSWorldTask
-from .upstream import UpstreamEvaluators
+from qitos.benchmark.osworld.evaluator import resolve
+from qitos.benchmark.osworld.tasks import OSWorldTask
+from qitos.benchmark.osworld.upstream import UpstreamEvaluators
 
 
 class CoverageReport(BaseModel):
@@ -48,8 +48,8 @@ def coverage_report(tasks: Iterable[OSWorldTask], evaluators: UpstreamEvaluators
 def main(argv: list[str] | None = None) -> int:
     import sys
 
-    from .tasks import load_tasks
-    from .upstream import load_evaluators
+    from qitos.benchmark.osworld.tasks import load_tasks
+    from qitos.benchmark.osworld.upstream import load_evaluators
 
     args = sys.argv[1:] if argv is None else argv
     if not args:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from .coverage import CoverageReport
-from .evaluator import Resolution
+from qitos.benchmark.osworld.coverage import CoverageReport
+from qitos.benchmark.osworld.evaluator import Resolution
 
 _OWN_CODE = ("coverage.py", "evaluator.py", "upstream.py", "tasks.py", "config.py")
 

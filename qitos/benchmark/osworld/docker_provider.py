@@ -32,17 +32,17 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from ..errors import BenchmarkUsageError
-from .controller import ControllerClient
-from .downloads import Downloader
-from .errors import OSWorldError
-from .options import DEFAULT_IMAGE
-from .provider import ControllerProvider
-from .upstream_env import VMAddress
-from .vm_pool import Lease
+from qitos.benchmark.errors import BenchmarkUsageError
+from qitos.benchmark.osworld.controller import ControllerClient
+from qitos.benchmark.osworld.downloads import Downloader
+from qitos.benchmark.osworld.errors import OSWorldError
+from qitos.benchmark.osworld.options import DEFAULT_IMAGE
+from qitos.benchmark.osworld.provider import ControllerProvider
+from qitos.benchmark.osworld.upstream_env import VMAddress
+from qitos.benchmark.osworld.vm_pool import Lease
 
 if TYPE_CHECKING:
-    from ..base import LoadOptions, Requirement
+    from qitos.benchmark.base import LoadOptions, Requirement
 
 VM_IMAGE_URL = "https://huggingface.co/datasets/xlangai/ubuntu_osworld/resolve/main/Ubuntu.qcow2.zip"
 LABEL = "qitos.osworld"
@@ -253,7 +253,7 @@ def docker_pool(load: "LoadOptions") -> DockerPool:
 
 
 def docker_requirement(load: "LoadOptions") -> "Requirement":
-    from ..base import Requirement
+    from qitos.benchmark.base import Requirement
 
     settings = DockerSettings.from_load(load)
     problem = settings.problem()

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Protocol
 
-from .errors import DownloadError
+from qitos.benchmark.osworld.errors import DownloadError
 
 
 class Downloader(Protocol):

@@ -23,9 +23,9 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from .actions import Computer13Action, action_command, action_kind, is_terminal, parse_action
-from .provider import Provider
-from .tasks import OSWorldTask
+from qitos.benchmark.osworld.actions import Computer13Action, action_command, action_kind, is_terminal, parse_action
+from qitos.benchmark.osworld.provider import Provider
+from qitos.benchmark.osworld.tasks import OSWorldTask
 
 ObservationType = Literal["screenshot_a11y_tree", "screenshot", "a11y_tree", "som"]
 OBSERVATION_TYPES: tuple[str, ...] = ("screenshot_a11y_tree", "screenshot", "a11y_tree", "som")

@@ -33,15 +33,15 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, Field
 
-from .actions import is_fail
-from .controller import ControllerClient
-from .errors import ControllerError, ControllerUnreachable, OSWorldError
-from .downloads import Downloader
-from .provider import NO_PROVIDER_REASON, Provider
-from .tasks import OSWorldTask
-from .scorer import MetricCall, MetricRaised, ScorerFailed, ScorerLimits, metric_runner
-from .upstream import OptionalPackageMissing, UpstreamEvaluators
-from .upstream_env import UpstreamEnv, VMAddress
+from qitos.benchmark.osworld.actions import is_fail
+from qitos.benchmark.osworld.controller import ControllerClient
+from qitos.benchmark.osworld.errors import ControllerError, ControllerUnreachable, OSWorldError
+from qitos.benchmark.osworld.downloads import Downloader
+from qitos.benchmark.osworld.provider import NO_PROVIDER_REASON, Provider
+from qitos.benchmark.osworld.tasks import OSWorldTask
+from qitos.benchmark.osworld.scorer import MetricCall, MetricRaised, ScorerFailed, ScorerLimits, metric_runner
+from qitos.benchmark.osworld.upstream import OptionalPackageMissing, UpstreamEvaluators
+from qitos.benchmark.osworld.upstream_env import UpstreamEnv, VMAddress
 
 Status = Literal["scored", "requires_unavailable", "unsupported", "error"]
 

@@ -10,8 +10,8 @@ others whatever the untouched desktop scores, which only a VM can tell.)
 
 from __future__ import annotations
 
-from .evaluator import raw_evaluator
-from .tasks import OSWorldTask
+from qitos.benchmark.osworld.evaluator import raw_evaluator
+from qitos.benchmark.osworld.tasks import OSWorldTask
 
 
 def do_nothing_success(task: OSWorldTask) -> bool:

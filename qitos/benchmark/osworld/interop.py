@@ -26,9 +26,9 @@ from qitos.trace.reader import TraceReadError, load_run
 from qitos.trace.schema import RunSummary
 from qitos.trace.writer import TraceWriter, new_run_id
 
-from ..errors import BenchmarkUsageError
-from ..results import BenchmarkRunResult, ResultsFile, TraceCheck, iter_rows, row_run_dir
-from .metrics import domain_of, has_score
+from qitos.benchmark.errors import BenchmarkUsageError
+from qitos.benchmark.results import BenchmarkRunResult, ResultsFile, TraceCheck, iter_rows, row_run_dir
+from qitos.benchmark.osworld.metrics import domain_of, has_score
 
 ACTION_SPACES = ("computer_13", "pyautogui")
 OBSERVATION_TYPES = ("screenshot", "a11y_tree", "screenshot_a11y_tree", "som")

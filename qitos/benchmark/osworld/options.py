@@ -11,8 +11,8 @@ from typing import Literal
 
 from pydantic import model_validator
 
-from ..options import BenchmarkOptions, option
-from .engine_env import OBSERVATION_TYPES
+from qitos.benchmark.options import BenchmarkOptions, option
+from qitos.benchmark.osworld.engine_env import OBSERVATION_TYPES
 
 DEFAULT_IMAGE = "happysixd/osworld-docker"  # upstream's Docker provider image (QEMU running the VM disk image)
 SIZE = r"^[1-9][0-9]*[KMGT]?$"

@@ -18,9 +18,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..upstream_source import SourceReader
-from .errors import OSWorldError
-from .upstream_rules import read_rules
+from qitos.benchmark.upstream_source import SourceReader
+from qitos.benchmark.osworld.errors import OSWorldError
+from qitos.benchmark.osworld.upstream_rules import read_rules
 
 AGENT_PY = Path("mm_agents/agent.py")
 PROMPTS_PY = Path("mm_agents/prompts.py")

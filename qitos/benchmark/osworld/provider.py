@@ -19,13 +19,13 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
-from .actions import Action, action_command, parse_action
-from .config import NEEDS_CREDENTIALS, Command, SetupStep
-from .controller import ControllerClient, ExecuteResult
-from .downloads import Downloader, HttpDownloader
-from .errors import UnsupportedSetupStep
-from .tasks import OSWorldTask
-from .upstream_env import VMAddress
+from qitos.benchmark.osworld.actions import Action, action_command, parse_action
+from qitos.benchmark.osworld.config import NEEDS_CREDENTIALS, Command, SetupStep
+from qitos.benchmark.osworld.controller import ControllerClient, ExecuteResult
+from qitos.benchmark.osworld.downloads import Downloader, HttpDownloader
+from qitos.benchmark.osworld.errors import UnsupportedSetupStep
+from qitos.benchmark.osworld.tasks import OSWorldTask
+from qitos.benchmark.osworld.upstream_env import VMAddress
 
 ENV_CONTROLLER = "QITOS_OSWORLD_CONTROLLER"
 ENV_PORTS = "QITOS_OSWORLD_PORTS"
@@ -176,7 +176,7 @@ class ControllerProvider:
         elif step.type == "close_window":
             self.client.close_window(p.window_name, strict=p.strict, by_class=p.by_class)
         elif step.type == "chrome_open_tabs":
-            from .chrome_setup import open_tabs
+            from qitos.benchmark.osworld.chrome_setup import open_tabs
 
             open_tabs(self.address, list(p.urls_to_open), sleep=self._sleep)
         elif step.type == "sleep":

@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ..sandbox import BwrapSandbox, SandboxSetupError, SandboxUnavailable, remove_tree
-from ..sandbox_limits import GIB, SandboxLimits, human
-from .errors import OSWorldError
-from .upstream import OPTIONAL_PACKAGES, OptionalPackageMissing, UpstreamEvaluators
+from qitos.benchmark.sandbox import BwrapSandbox, SandboxSetupError, SandboxUnavailable, remove_tree
+from qitos.benchmark.sandbox_limits import GIB, SandboxLimits, human
+from qitos.benchmark.osworld.errors import OSWorldError
+from qitos.benchmark.osworld.upstream import OPTIONAL_PACKAGES, OptionalPackageMissing, UpstreamEvaluators
 
 SCORER_SCRIPT = Path(__file__).resolve().parent / "scorer_main.py"
 TASK = "/task"
@@ -144,7 +144,7 @@ class ConfinedScorer:
     def _sandbox(self, work: Path) -> BwrapSandbox:
         import qitos
 
-        from ..sides.confine import python_paths
+        from qitos.benchmark.sides.confine import python_paths
 
         limits = self.limits
         return BwrapSandbox(

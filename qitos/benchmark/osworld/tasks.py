@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .config import SetupStep
-from .errors import TaskFormatError
+from qitos.benchmark.osworld.config import SetupStep
+from qitos.benchmark.osworld.errors import TaskFormatError
 
 SPLITS: tuple[str, ...] = ("test_all", "test_small")
 ID_PREFIX = "osworld"

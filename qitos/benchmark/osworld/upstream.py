@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import OSWorldError
+from qitos.benchmark.osworld.errors import OSWorldError
 
 # import name -> the package `pip install` needs
 OPTIONAL_PACKAGES: dict[str, str] = {

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
-from .controller import ControllerClient
-from .errors import ControllerError, ControllerUnreachable
+from qitos.benchmark.osworld.controller import ControllerClient
+from qitos.benchmark.osworld.errors import ControllerError, ControllerUnreachable
 
 # upstream DesktopEnv defaults (server 5000, Chrome DevTools 9222, VNC 8006, VLC HTTP 8080)
 DEFAULT_PORTS = {"server": 5000, "chromium": 9222, "vnc": 8006, "vlc": 8080}

@@ -22,7 +22,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from ..upstream_source import SourceReader
+from qitos.benchmark.upstream_source import SourceReader
 
 DESKTOP_ENV_PY = Path("desktop_env/desktop_env.py")
 PYTHON_PY = Path("desktop_env/controllers/python.py")

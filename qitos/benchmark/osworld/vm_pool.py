@@ -13,12 +13,12 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from ..errors import BenchmarkUsageError
-from .downloads import Downloader
-from .provider import ENV_CONTROLLER, NO_PROVIDER_REASON, Provider, discover_provider
+from qitos.benchmark.errors import BenchmarkUsageError
+from qitos.benchmark.osworld.downloads import Downloader
+from qitos.benchmark.osworld.provider import ENV_CONTROLLER, NO_PROVIDER_REASON, Provider, discover_provider
 
 if TYPE_CHECKING:
-    from ..base import LoadOptions
+    from qitos.benchmark.base import LoadOptions
 
 PROVIDERS = ("controller", "docker")
 
@@ -123,7 +123,7 @@ class ControllerPool:
 
 def vm_pool(load: "LoadOptions") -> VMPool:
     if provider_kind(load.options) == "docker":
-        from .docker_provider import docker_pool
+        from qitos.benchmark.osworld.docker_provider import docker_pool
 
         return docker_pool(load)
     return ControllerPool(controller_urls())

@@ -22,8 +22,8 @@ from qitos.core.engine import Engine, make_run_spec
 from qitos.core.stop import StopReason
 from qitos.models.base import ModelError, ModelResponse
 
-from ..base import LoadOptions, Recipe, RecipeContext, TaskRuntime
-from .contract import AgentJob, AgentOutcome, ScoringLink, safe_relative
+from qitos.benchmark.base import LoadOptions, Recipe, RecipeContext, TaskRuntime
+from qitos.benchmark.sides.contract import AgentJob, AgentOutcome, ScoringLink, safe_relative
 
 # RunSpec fields that describe the agent itself (what it sends, how it parses, which tools); every other
 # RunSpec field is set by the scoring side.
@@ -118,7 +118,7 @@ def load_recipe(job: AgentJob) -> Recipe:
         fn = getattr(importlib.import_module(module), attr)
         return Recipe(name=f"runner:{job.runner}", build=fn, description="user-supplied agent",
                       needs_model=getattr(fn, "needs_model", True))
-    from ..registry import get_adapter
+    from qitos.benchmark.registry import get_adapter
 
     return get_adapter(job.benchmark).recipes()[job.recipe or get_adapter(job.benchmark).default_recipe]
 
@@ -138,7 +138,7 @@ def _model(job: AgentJob, link: ScoringLink, recipe: Recipe):
     key = json.dumps(job.model, sort_keys=True)
     with _MODELS_LOCK:  # one client per model in a process: in batch mode its tasks share the connection pool
         if key not in _MODELS:
-            from ..config import ModelConfig
+            from qitos.benchmark.config import ModelConfig
 
             _MODELS[key] = ModelConfig.model_validate(job.model).build()
         return _MODELS[key]
@@ -218,7 +218,7 @@ def run_agent_job(job: AgentJob, link: ScoringLink, send: Callable[[dict[str, An
     model = _model(job, link, recipe)
     relay = None
     if job.model_relay:  # before the agent is built: a client it makes reads the environment
-        from .relay import ModelRelay
+        from qitos.benchmark.sides.relay import ModelRelay
 
         relay = ModelRelay(link).start()
     try:
@@ -253,7 +253,7 @@ def _named_model(job: AgentJob, link: ScoringLink, name: str):
     by the scoring side like the first one when that one is."""
     if job.proxied_model is not None:
         return ChannelModel(link, **{**job.proxied_model, "name": name}, named=True)
-    from ..config import ModelConfig
+    from qitos.benchmark.config import ModelConfig
 
     return ModelConfig.model_validate({**job.model, "model_name": name}).build()
 

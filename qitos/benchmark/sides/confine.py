@@ -20,8 +20,8 @@ import sysconfig
 from pathlib import Path
 from typing import Iterable
 
-from ..sandbox import _ETC_ENTRIES, _NETWORK_ETC_ENTRIES, _system_mounts
-from ..sandbox_masks import mask_args
+from qitos.benchmark.sandbox import _ETC_ENTRIES, _NETWORK_ETC_ENTRIES, _system_mounts
+from qitos.benchmark.sandbox_masks import mask_args
 
 AGENT_UID = 1000
 

@@ -107,7 +107,7 @@ def process_end(end: dict | None, running: bool) -> tuple[str, str, dict[str, An
     job's process is still there (it closed its connection itself)."""
     import signal as signals
 
-    from .signal_guard import OUTSIDE_SIGNALS
+    from qitos.benchmark.sides.signal_guard import OUTSIDE_SIGNALS
 
     if end is None and running:
         what = "its process closed its connection to the scoring side and went on running"

@@ -18,10 +18,10 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..lifetime import die_with_parent
-from . import pycache
-from .confine import confinement_status, host_argv, python_paths
-from .wire import Channel
+from qitos.benchmark.lifetime import die_with_parent
+from qitos.benchmark.sides import pycache
+from qitos.benchmark.sides.confine import confinement_status, host_argv, python_paths
+from qitos.benchmark.sides.wire import Channel
 
 START_TIMEOUT_SECONDS = 60
 # modules every job needs, imported once by the host so a job's child starts warm
@@ -251,7 +251,7 @@ class AgentHost:
 
 def guard_detail() -> str:
     """What `signal_guard` holds on this kernel, for the run's isolation check."""
-    from .signal_guard import landlock_abi
+    from qitos.benchmark.sides.signal_guard import landlock_abi
 
     scope = ("nor another task's (Landlock signal scope)" if landlock_abi() >= 6 else
              "but may signal another task's on this kernel (no Landlock signal scope before Linux 6.12)")

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..sandbox_limits import human, parse_size
+from qitos.benchmark.sandbox_limits import human, parse_size
 
 MIB, GIB = 1 << 20, 1 << 30
 

@@ -26,8 +26,8 @@ from qitos.spec.run_spec import ExperimentSpec, RunSpec
 from qitos.trace.schema import OfficialCheck, RunSummary
 from qitos.trace.writer import TraceWriter
 
-from .agent import AGENT_SPEC_FIELDS
-from .limits import AgentLimits
+from qitos.benchmark.sides.agent import AGENT_SPEC_FIELDS
+from qitos.benchmark.sides.limits import AgentLimits
 
 # manifest fields the agent side may set: how it describes itself
 AGENT_MANIFEST_FIELDS = frozenset({"model_id", "model_family", "prompt_protocol", "parser_name", "prompt_hash",

@@ -18,7 +18,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .contract import AgentCallRefused, ScoringLink
+from qitos.benchmark.sides.contract import AgentCallRefused, ScoringLink
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 

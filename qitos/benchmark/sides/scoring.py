@@ -29,17 +29,17 @@ from qitos.spec.run_spec import RunSpec
 from qitos.trace.schema import RunSummary, TokenUsage
 from qitos.trace.writer import TraceWriter, new_run_id
 
-from ..base import TaskRuntime
-from .contract import AgentCallRefused, AgentJob, AgentOutcome
-from .evidence import CLAIM_KEY, OutsideEvidence, lowered_by_agent, observed_factory, process_end, relay_failed
-from .host import START_TIMEOUT_SECONDS
-from .limits import STOP_REASONS
-from .receiver import AssetQuotaExceeded, StreamError, TraceReceiver
-from .watch import TaskWatch, read_hello
-from .wire import WireClosed
+from qitos.benchmark.base import TaskRuntime
+from qitos.benchmark.sides.contract import AgentCallRefused, AgentJob, AgentOutcome
+from qitos.benchmark.sides.evidence import CLAIM_KEY, OutsideEvidence, lowered_by_agent, observed_factory, process_end, relay_failed
+from qitos.benchmark.sides.host import START_TIMEOUT_SECONDS
+from qitos.benchmark.sides.limits import STOP_REASONS
+from qitos.benchmark.sides.receiver import AssetQuotaExceeded, StreamError, TraceReceiver
+from qitos.benchmark.sides.watch import TaskWatch, read_hello
+from qitos.benchmark.sides.wire import WireClosed
 
 if TYPE_CHECKING:
-    from ..job import JobContext
+    from qitos.benchmark.job import JobContext
 
 MODEL_FIELDS = ("model_name", "model_family", "model_provider", "base_url_host")
 PROCESS_END_WAIT_SECONDS = 5.0  # for the host's report of how a job's process ended, after its socket closed

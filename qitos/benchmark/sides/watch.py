@@ -23,8 +23,8 @@ import threading
 import time
 from pathlib import Path
 
-from ..sandbox_limits import CommandCgroup, SandboxLimits, cgroup_support
-from .limits import AgentLimits
+from qitos.benchmark.sandbox_limits import CommandCgroup, SandboxLimits, cgroup_support
+from qitos.benchmark.sides.limits import AgentLimits
 
 POLL_SECONDS = 0.25
 FILE_SCAN_SECONDS = 1.0

@@ -37,8 +37,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from .ends import Reaper
-from .job_threads import JOB_THREADS
+from qitos.benchmark.sides.ends import Reaper
+from qitos.benchmark.sides.job_threads import JOB_THREADS
 
 _libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP = 4, 38, 24
@@ -79,7 +79,7 @@ def _hello(sock: socket.socket) -> None:
 
 
 def _receive_job(channel: Any) -> Any:
-    from .contract import AgentJob
+    from qitos.benchmark.sides.contract import AgentJob
 
     first = channel.recv()
     if not first or first.get("t") != "job":
@@ -90,8 +90,8 @@ def _receive_job(channel: Any) -> Any:
 def _child(sock: socket.socket, private_mounts: bool) -> int:
     """A fresh process for one job: with private writable places (task mode), under its limits, without
     privileges; then run the job in its work dir."""
-    from . import signal_guard, task_ns
-    from .wire import Channel
+    from qitos.benchmark.sides import signal_guard, task_ns
+    from qitos.benchmark.sides.wire import Channel
 
     channel = Channel(sock)  # one reader for the job's life: it may hold the bytes of the next message
     try:
@@ -128,7 +128,7 @@ def _child(sock: socket.socket, private_mounts: bool) -> int:
 
 
 def _run_job(channel: Any, job: Any, workdir: Path) -> int:
-    from .agent import run_agent_job
+    from qitos.benchmark.sides.agent import run_agent_job
 
     link = None
     try:
@@ -149,8 +149,8 @@ def _run_job(channel: Any, job: Any, workdir: Path) -> int:
 
 
 def _failed(sock: socket.socket, exc: BaseException) -> int:
-    from .contract import AgentOutcome
-    from .wire import Channel
+    from qitos.benchmark.sides.contract import AgentOutcome
+    from qitos.benchmark.sides.wire import Channel
 
     try:
         Channel(sock).send({"t": "done", "outcome": AgentOutcome(
@@ -167,7 +167,7 @@ def _pooled_job(sock: socket.socket) -> None:
     import secrets
     import shutil
 
-    from .wire import Channel
+    from qitos.benchmark.sides.wire import Channel
 
     workdir = WORK / secrets.token_hex(16)
     workdir.mkdir(mode=0o700)
@@ -272,7 +272,7 @@ class _Link:
             self._ready.wait_for(lambda: self._closed, timeout)
 
     def call(self, method: str, payload: dict[str, Any] | None = None) -> Any:
-        from .contract import AgentCallRefused
+        from qitos.benchmark.sides.contract import AgentCallRefused
 
         with self._ready:
             self._next += 1
@@ -305,7 +305,7 @@ def _in_child(control: socket.socket, reaper: Reaper) -> None:
 
 def _batch_process(jobs: socket.socket) -> int:
     """`batch` mode's one agent process: guarded, then each job received from the host on a thread."""
-    from . import signal_guard
+    from qitos.benchmark.sides import signal_guard
 
     try:
         isolate_child(private_mounts=False)

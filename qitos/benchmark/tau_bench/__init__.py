@@ -22,10 +22,10 @@ The package in two sides (what a ``qit bench run`` puts in which process):
     ...                                                 # until result.done; result.reward is 0/1
 """
 
-from .data import DOMAIN_SPLITS, STOP_TOKEN, TERMINATE_TOOLS, Action, DomainData, Task, clear_cache, load_domain
-from .digest import canonical_digest, upstream_data_hash
-from .env import StepInfo, StepResult, TauEnv
-from .errors import (
+from qitos.benchmark.tau_bench.data import DOMAIN_SPLITS, STOP_TOKEN, TERMINATE_TOOLS, Action, DomainData, Task, clear_cache, load_domain
+from qitos.benchmark.tau_bench.digest import canonical_digest, upstream_data_hash
+from qitos.benchmark.tau_bench.env import StepInfo, StepResult, TauEnv
+from qitos.benchmark.tau_bench.errors import (
     EnvStateError,
     InvalidActionError,
     InvalidObservationError,
@@ -33,8 +33,8 @@ from .errors import (
     TauError,
     UserSimulatorError,
 )
-from .reward import GoldState, RewardResult, compute_reward, gold_state
-from .user import (
+from qitos.benchmark.tau_bench.reward import GoldState, RewardResult, compute_reward, gold_state
+from qitos.benchmark.tau_bench.user import (
     USER_STRATEGIES,
     HumanUser,
     LLMUser,

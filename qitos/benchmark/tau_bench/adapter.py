@@ -30,17 +30,17 @@ from typing import TYPE_CHECKING, Any
 
 from qitos.core.task import Budget, EnvSpec, Task
 
-from ..base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
-from ..errors import BenchmarkUsageError
-from ..sides.contract import AgentCallRefused, AgentEnvSpec
-from .agent_env import FACTORY, FOLDER, build_env
-from .data import DOMAIN_SPLITS, DomainData, load_domain
-from .digest import canonical_json
-from .domain import agent_files
-from .errors import TauDataError
-from .options import TauOptions
-from .run_options import RunOptions, run_options
-from .scoring import DirectLink, TauRuntime, TauScoring, agent_texts
+from qitos.benchmark.base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
+from qitos.benchmark.errors import BenchmarkUsageError
+from qitos.benchmark.sides.contract import AgentCallRefused, AgentEnvSpec
+from qitos.benchmark.tau_bench.agent_env import FACTORY, FOLDER, build_env
+from qitos.benchmark.tau_bench.data import DOMAIN_SPLITS, DomainData, load_domain
+from qitos.benchmark.tau_bench.digest import canonical_json
+from qitos.benchmark.tau_bench.domain import agent_files
+from qitos.benchmark.tau_bench.errors import TauDataError
+from qitos.benchmark.tau_bench.options import TauOptions
+from qitos.benchmark.tau_bench.run_options import RunOptions, run_options
+from qitos.benchmark.tau_bench.scoring import DirectLink, TauRuntime, TauScoring, agent_texts
 
 if TYPE_CHECKING:
     from qitos.core.engine import RunResult
@@ -256,7 +256,7 @@ class TauBenchAdapter(BenchmarkAdapter):
 
     def do_nothing_success(self, task: Task, load: LoadOptions) -> bool | None:
         """Reward 1 for an agent that ends at once: the gold writes nothing and asks for no output (`floor.py`)."""
-        from .floor import do_nothing_success
+        from qitos.benchmark.tau_bench.floor import do_nothing_success
 
         meta = task.metadata
         return do_nothing_success(load_data(load, meta["subset"]), meta["split"], int(meta["task_index"]))
@@ -267,7 +267,7 @@ class TauBenchAdapter(BenchmarkAdapter):
 
     # -- aggregation ----------------------------------------------------------------------------
     def metrics(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
-        from .metrics import tau_metrics
+        from qitos.benchmark.tau_bench.metrics import tau_metrics
 
         return tau_metrics(rows)
 

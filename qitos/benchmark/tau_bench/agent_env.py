@@ -13,9 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..base import TaskRuntime
-from .domain import AgentDomain, read_agent_domain
-from .engine_env import TauEngineEnv
+from qitos.benchmark.base import TaskRuntime
+from qitos.benchmark.tau_bench.domain import AgentDomain, read_agent_domain
+from qitos.benchmark.tau_bench.engine_env import TauEngineEnv
 
 FACTORY = "qitos.benchmark.tau_bench.agent_env:build"
 FOLDER = "tau"  # where the domain's files land in the agent's work dir

@@ -11,8 +11,8 @@ import copy
 import json
 from typing import Any
 
-from .common_tools import Calculate, GetUserDetails, Think, Tool, TransferToHumanAgents, record_json
-from .state import TauDb
+from qitos.benchmark.tau_bench.common_tools import Calculate, GetUserDetails, Think, Tool, TransferToHumanAgents, record_json
+from qitos.benchmark.tau_bench.state import TauDb
 
 AIRPORTS = {
     "SFO": "San Francisco", "JFK": "New York", "LAX": "Los Angeles", "ORD": "Chicago", "DFW": "Dallas",

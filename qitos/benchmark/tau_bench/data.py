@@ -17,9 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from qitos.benchmark.gold import Sealed
 
-from .domain import DOMAIN_COLLECTIONS, AgentDomain, read_json
-from .errors import TauDataError
-from .state import PristineDb
+from qitos.benchmark.tau_bench.domain import DOMAIN_COLLECTIONS, AgentDomain, read_json
+from qitos.benchmark.tau_bench.errors import TauDataError
+from qitos.benchmark.tau_bench.state import PristineDb
 DOMAIN_SPLITS: dict[str, tuple[str, ...]] = {
     "retail": ("test", "train", "dev"),
     "airline": ("test",),

@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .errors import TauDataError
-from .state import PristineDb
+from qitos.benchmark.tau_bench.errors import TauDataError
+from qitos.benchmark.tau_bench.state import PristineDb
 
 DOMAIN_COLLECTIONS: dict[str, tuple[str, ...]] = {
     "retail": ("orders", "products", "users"),

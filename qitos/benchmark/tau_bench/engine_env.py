@@ -27,12 +27,12 @@ from qitos.core.tools import Tool, ToolRegistry
 from qitos.models.base import ModelError
 from qitos.models.deadline import TimeLeftExceeded
 
-from . import errors
-from .data import RESPOND_ACTION
-from .domain import AgentDomain
-from .errors import EnvStateError, InvalidActionError, TauDataError, UserSimulatorError
-from .state import deep_copy
-from .tools import is_lookup as _is_lookup
+from qitos.benchmark.tau_bench import errors
+from qitos.benchmark.tau_bench.data import RESPOND_ACTION
+from qitos.benchmark.tau_bench.domain import AgentDomain
+from qitos.benchmark.tau_bench.errors import EnvStateError, InvalidActionError, TauDataError, UserSimulatorError
+from qitos.benchmark.tau_bench.state import deep_copy
+from qitos.benchmark.tau_bench.tools import is_lookup as _is_lookup
 
 RESPOND_SCHEMA: dict[str, Any] = {
     "type": "object",

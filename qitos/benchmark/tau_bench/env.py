@@ -14,12 +14,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .data import STOP_TOKEN, Action, DomainData, UserTask
-from .episode import TauEpisode
-from .errors import EnvStateError
-from .reward import RewardResult, compute_reward
-from .state import TauDb, deep_copy
-from .user import UserSimulator
+from qitos.benchmark.tau_bench.data import STOP_TOKEN, Action, DomainData, UserTask
+from qitos.benchmark.tau_bench.episode import TauEpisode
+from qitos.benchmark.tau_bench.errors import EnvStateError
+from qitos.benchmark.tau_bench.reward import RewardResult, compute_reward
+from qitos.benchmark.tau_bench.state import TauDb, deep_copy
+from qitos.benchmark.tau_bench.user import UserSimulator
 
 
 class StepInfo(BaseModel):

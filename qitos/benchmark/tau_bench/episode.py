@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .data import RESPOND_ACTION, TERMINATE_TOOLS, Action
-from .domain import AgentDomain
-from .errors import InvalidActionError
-from .state import TauDb, deep_copy
-from .tools import call_tool, domain_tools
+from qitos.benchmark.tau_bench.data import RESPOND_ACTION, TERMINATE_TOOLS, Action
+from qitos.benchmark.tau_bench.domain import AgentDomain
+from qitos.benchmark.tau_bench.errors import InvalidActionError
+from qitos.benchmark.tau_bench.state import TauDb, deep_copy
+from qitos.benchmark.tau_bench.tools import call_tool, domain_tools
 
 # the user's reply to a respond: (observation, does it end the episode)
 Respond = Callable[[Any], "tuple[str, bool]"]

@@ -22,9 +22,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .data import DOMAIN_COLLECTIONS, DOMAIN_SPLITS, RESPOND_ACTION
-from .errors import TauDataError
-from .tools import domain_tools
+from qitos.benchmark.tau_bench.data import DOMAIN_COLLECTIONS, DOMAIN_SPLITS, RESPOND_ACTION
+from qitos.benchmark.tau_bench.errors import TauDataError
+from qitos.benchmark.tau_bench.tools import domain_tools
 
 ENVS = Path("tau_bench") / "envs"
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import threading
 import weakref
 
-from .data import DomainData
-from .reward import compute_reward
-from .state import TauDb
+from qitos.benchmark.tau_bench.data import DomainData
+from qitos.benchmark.tau_bench.reward import compute_reward
+from qitos.benchmark.tau_bench.state import TauDb
 
 # per loaded domain (a reloaded one, e.g. after `data.clear_cache()`, is computed afresh), then (split, task index)
 _CACHE: "weakref.WeakKeyDictionary[DomainData, dict[tuple[str, int], bool]]" = weakref.WeakKeyDictionary()

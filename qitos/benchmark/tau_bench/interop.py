@@ -19,11 +19,11 @@ from qitos.spec.run_spec import RunSpec
 from qitos.trace.schema import RunSummary
 from qitos.trace.writer import TraceWriter, new_run_id
 
-from ..errors import BenchmarkUsageError
-from ..floor import FLOOR_KEY
-from ..results import BenchmarkRunResult, ResultsFile, iter_rows
-from .adapter import SUCCESS_TOLERANCE, task_id
-from .data import DOMAIN_SPLITS
+from qitos.benchmark.errors import BenchmarkUsageError
+from qitos.benchmark.floor import FLOOR_KEY
+from qitos.benchmark.results import BenchmarkRunResult, ResultsFile, iter_rows
+from qitos.benchmark.tau_bench.adapter import SUCCESS_TOLERANCE, task_id
+from qitos.benchmark.tau_bench.data import DOMAIN_SPLITS
 
 
 def read_upstream_results(path: Path) -> list[dict[str, Any]]:

@@ -11,8 +11,8 @@ from typing import Literal
 
 from pydantic import field_validator, model_validator
 
-from ..options import BenchmarkOptions, option
-from .run_options import NUM_FEW_SHOTS, RUN_SEED
+from qitos.benchmark.options import BenchmarkOptions, option
+from qitos.benchmark.tau_bench.run_options import NUM_FEW_SHOTS, RUN_SEED
 
 # the user strategies of `.user.USER_STRATEGIES` (kept equal by tests/tau_bench/test_adapter.py)
 UserStrategy = Literal["llm", "react", "verify", "reflection", "scripted", "human"]
@@ -46,7 +46,7 @@ class TauOptions(BenchmarkOptions):
     @field_validator("user_replies")
     @classmethod
     def _replies(cls, value: str | None) -> str | None:
-        from .scoring import user_replies
+        from qitos.benchmark.tau_bench.scoring import user_replies
 
         user_replies(value)  # a ValueError names the problem
         return value

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .common_tools import Calculate, GetUserDetails, Think, Tool, TransferToHumanAgents, record_json
-from .state import TauDb
+from qitos.benchmark.tau_bench.common_tools import Calculate, GetUserDetails, Think, Tool, TransferToHumanAgents, record_json
+from qitos.benchmark.tau_bench.state import TauDb
 
 CANCEL_REASONS = ("no longer needed", "ordered by mistake")
 

@@ -15,10 +15,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .data import RESPOND_ACTION, TERMINATE_TOOLS, Action, DomainData, Task
-from .errors import OutputsCheckError
-from .state import TauDb, deep_copy
-from .tools import call_tool, domain_tools
+from qitos.benchmark.tau_bench.data import RESPOND_ACTION, TERMINATE_TOOLS, Action, DomainData, Task
+from qitos.benchmark.tau_bench.errors import OutputsCheckError
+from qitos.benchmark.tau_bench.state import TauDb, deep_copy
+from qitos.benchmark.tau_bench.tools import call_tool, domain_tools
 
 
 class RewardResult(BaseModel):

@@ -35,8 +35,8 @@ class RunOptions:
 
 def run_options(options: dict[str, Any]) -> RunOptions:
     """Upstream's run options out of the run's options (declared and checked in :mod:`.options`)."""
-    from ..options import resolve_options
-    from .options import TauOptions
+    from qitos.benchmark.options import resolve_options
+    from qitos.benchmark.tau_bench.options import TauOptions
 
     values = resolve_options(TauOptions, options, "tau-bench")
     return RunOptions(**{key: values[key] for key in ("start_index", "end_index", "shuffle", "run_seed",

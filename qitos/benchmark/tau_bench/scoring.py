@@ -26,17 +26,17 @@ from typing import Any
 from qitos.models.base import ModelError, ModelResponse, Usage
 from qitos.models.deadline import TimeLeftExceeded
 
-from ..base import TaskRuntime
-from ..sides.contract import AgentCallRefused
-from .data import RESPOND_ACTION, STOP_TOKEN, DomainData
-from .episode import TauEpisode
-from .errors import OutputsCheckError, TauDataError, TauError, UserSimulatorError
-from .reward import RewardResult, compute_reward
-from .run_options import few_shot_sample, run_options
-from .state import deep_copy
-from .tools import is_lookup
-from .upstream import load_upstream
-from .user import USER_STRATEGIES, ScriptedUser, UserSimulator, make_user
+from qitos.benchmark.base import TaskRuntime
+from qitos.benchmark.sides.contract import AgentCallRefused
+from qitos.benchmark.tau_bench.data import RESPOND_ACTION, STOP_TOKEN, DomainData
+from qitos.benchmark.tau_bench.episode import TauEpisode
+from qitos.benchmark.tau_bench.errors import OutputsCheckError, TauDataError, TauError, UserSimulatorError
+from qitos.benchmark.tau_bench.reward import RewardResult, compute_reward
+from qitos.benchmark.tau_bench.run_options import few_shot_sample, run_options
+from qitos.benchmark.tau_bench.state import deep_copy
+from qitos.benchmark.tau_bench.tools import is_lookup
+from qitos.benchmark.tau_bench.upstream import load_upstream
+from qitos.benchmark.tau_bench.user import USER_STRATEGIES, ScriptedUser, UserSimulator, make_user
 
 USER_EVENT = "user_model_call"
 

@@ -18,7 +18,7 @@ import hashlib
 import marshal
 from typing import Any
 
-from .digest import CANONICAL, UPSTREAM, TextFormat
+from qitos.benchmark.tau_bench.digest import CANONICAL, UPSTREAM, TextFormat
 
 Record = dict[str, Any]
 Collections = dict[str, dict[str, Any]]

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .airline_tools import AIRLINE_TOOLS
-from .common_tools import Tool
-from .errors import InvalidObservationError
-from .retail_tools import RETAIL_TOOLS
-from .state import TauDb
+from qitos.benchmark.tau_bench.airline_tools import AIRLINE_TOOLS
+from qitos.benchmark.tau_bench.common_tools import Tool
+from qitos.benchmark.tau_bench.errors import InvalidObservationError
+from qitos.benchmark.tau_bench.retail_tools import RETAIL_TOOLS
+from qitos.benchmark.tau_bench.state import TauDb
 
 TOOLS: dict[str, dict[str, type[Tool]]] = {
     "retail": {tool.name: tool for tool in RETAIL_TOOLS},

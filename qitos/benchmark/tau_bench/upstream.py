@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..upstream_source import SourceReader, target_name
-from .errors import TauDataError
+from qitos.benchmark.upstream_source import SourceReader, target_name
+from qitos.benchmark.tau_bench.errors import TauDataError
 
 FETCH_HINT = "run `qit data fetch tau-bench` (or point --data-dir / QITOS_DATA_DIR at a copy that has upstream/)"
 USER_PY = Path("tau_bench/envs/user.py")

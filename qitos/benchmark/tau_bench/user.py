@@ -25,9 +25,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from .data import STOP_TOKEN
-from .errors import UserSimulatorError
-from .upstream import UpstreamProtocol
+from qitos.benchmark.tau_bench.data import STOP_TOKEN
+from qitos.benchmark.tau_bench.errors import UserSimulatorError
+from qitos.benchmark.tau_bench.upstream import UpstreamProtocol
 
 Emit = Callable[[str, dict[str, Any]], None]
 Message = dict[str, Any]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import tkinter as tk
 from functools import partial
 
-from .harness import AppHarness
+from qitos.benchmark.desktop.apps.harness import AppHarness
 
 
 def slug(label: str) -> str:

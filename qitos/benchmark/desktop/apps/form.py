@@ -10,7 +10,7 @@ from __future__ import annotations
 import tkinter as tk
 from typing import Any
 
-from .harness import AppHarness
+from qitos.benchmark.desktop.apps.harness import AppHarness
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ..widgets import AppState, Bounds, Widget, WidgetSnapshot, Window, sync_path, write_json_atomic
+from qitos.benchmark.desktop.widgets import AppState, Bounds, Widget, WidgetSnapshot, Window, sync_path, write_json_atomic
 
 ChildrenFn = Callable[[], list[Widget]]
 _REFRESH_MS = 100

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import tkinter as tk
 
-from ..widgets import Bounds, Widget
-from .harness import AppHarness
+from qitos.benchmark.desktop.widgets import Bounds, Widget
+from qitos.benchmark.desktop.apps.harness import AppHarness
 
 
 def main(argv: list[str] | None = None) -> None:

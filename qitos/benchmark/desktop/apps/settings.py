@@ -11,8 +11,8 @@ from __future__ import annotations
 import tkinter as tk
 from typing import Any
 
-from ..widgets import Bounds, Widget
-from .harness import AppHarness
+from qitos.benchmark.desktop.widgets import Bounds, Widget
+from qitos.benchmark.desktop.apps.harness import AppHarness
 
 
 def main(argv: list[str] | None = None) -> None:

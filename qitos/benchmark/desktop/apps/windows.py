@@ -11,7 +11,7 @@ import tkinter as tk
 from functools import partial
 from typing import Any
 
-from .harness import AppHarness
+from qitos.benchmark.desktop.apps.harness import AppHarness
 
 
 def main(argv: list[str] | None = None) -> None:
