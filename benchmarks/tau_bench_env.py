@@ -106,8 +106,8 @@ def naive_episode(domain: DomainData, split: str, index: int) -> tuple[float, fl
 def oracle_via_bench(data_dir: Path, workers: int = 2) -> tuple[int, int, float]:
     """(tasks scored 1.0, tasks run, wall seconds) of the oracle recipe over every split via `qit bench`."""
     from qitos.benchmark.base import LoadOptions
-    from qitos.benchmark.config import RunConfig
-    from qitos.benchmark.runner import execute_batch, plan_batch
+    from qitos.run.config import RunConfig
+    from qitos.run.runner import execute_batch, plan_batch
 
     passed = total = 0
     clear_cache()  # a cold start, like the first figure: domain loading included

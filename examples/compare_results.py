@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from qitos.benchmark.metrics import dedupe, summarize
-from qitos.benchmark.results import iter_rows
+from qitos.results.rows import iter_rows
 
 
 def solved(rows: list[dict]) -> dict[str, bool]:

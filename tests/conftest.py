@@ -37,7 +37,7 @@ def require_data(name: str) -> Path:
 def require_tokenizer(name: str = "cl100k_base"):
     """A tiktoken encoding (gpt-4's by default), offline (`qit data fetch tokenizer`); skip, or fail under
     QITOS_REQUIRE_DATA=1."""
-    from qitos.benchmark import tokenizer
+    from qitos.models import tokenizer
 
     try:
         if name == tokenizer.GPT4:

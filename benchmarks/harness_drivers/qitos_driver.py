@@ -32,8 +32,8 @@ def build(ctx) -> AgentModule:
 
 def main() -> None:
     from qitos.benchmark.base import LoadOptions
-    from qitos.benchmark.config import ModelConfig, RunConfig
-    from qitos.benchmark.runner import execute_batch, plan_batch
+    from qitos.run.config import ModelConfig, RunConfig
+    from qitos.run.runner import execute_batch, plan_batch
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--base-url", required=True)

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from qitos.benchmark.base import LoadOptions
-from qitos.benchmark.config import ModelConfig, RunConfig
+from qitos.run.config import ModelConfig, RunConfig
 from qitos.benchmark.errors import BenchmarkUsageError
-from qitos.benchmark.runner import execute_batch, plan_batch
+from qitos.run.runner import execute_batch, plan_batch
 from qitos.models.base import ModelConfigError
 
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from qitos.core.engine import RunResult
 
     from qitos.benchmark.options import BenchmarkOptions
-    from qitos.benchmark.sides.contract import AgentEnvSpec
+    from qitos.benchmark.contract import AgentEnvSpec
 
 
 def default_data_dir() -> Path:
@@ -270,7 +270,7 @@ class BenchmarkAdapter:
         """Called after a recipe (or a `--runner`) built its agent, before the run starts: attach what
         the benchmark itself owns (e.g. Tau-Bench's simulated user) so user agents need no extra code."""
 
-    # -- the agent side's view (see qitos.benchmark.sides) --------------------------------------------
+    # -- the agent side's view (see qitos.run.sides) --------------------------------------------
     def agent_env(self, task: Task, runtime: TaskRuntime) -> "AgentEnvSpec | None":
         """How the agent side builds the environment (and handles, e.g. tools) it acts on; None: it has none.
         No gold: this crosses to the agent process."""
@@ -298,7 +298,7 @@ class BenchmarkAdapter:
     def serve(self, task: Task, runtime: TaskRuntime, method: str, payload: dict[str, Any]) -> Any:
         """Answer an agent-side call that needs the scoring side (a simulated user's reply, a subtask's reveal,
         a command in the task's sandbox). Refuse what the benchmark's protocol does not allow at this point."""
-        from qitos.benchmark.sides.contract import AgentCallRefused
+        from qitos.benchmark.contract import AgentCallRefused
 
         raise AgentCallRefused(f"benchmark '{self.name}' offers no scoring-side service '{method}'")
 

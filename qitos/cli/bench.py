@@ -133,7 +133,7 @@ def run(
     if output is not None:
         check_output_file(output)  # a directory, a read-only place: one line before anything runs
     from qitos.benchmark.base import LoadOptions
-    from qitos.benchmark.config import ModelConfig, RunConfig
+    from qitos.run.config import ModelConfig, RunConfig
     from qitos.trace.writer import ensure_writable_dir
 
     from .bench_view import print_plan, print_summary, run_with_progress
@@ -161,8 +161,8 @@ def run(
     load = LoadOptions(root=root, split=split, subset=subset, limit=limit, variant=variant, options=opts,
                        task_ids=_task_ids(task_ids),
                        **({"data_dir": data_dir} if data_dir else {}))
-    from qitos.benchmark.cluster.placement import parse_resources
-    from qitos.benchmark.sides.limits import parse_limits
+    from qitos.run.cluster.placement import parse_resources
+    from qitos.run.sides.limits import parse_limits
 
     try:
         limits = parse_limits(asset_max_file=asset_max_file, asset_max_run=asset_max_run, agent_memory=agent_memory,
@@ -182,9 +182,9 @@ def run(
                     output=output, trace_logdir=Path(trace_logdir), executor=executor, ray_address=ray_address,
                     ray_resources=parse_resources(ray_resources),
                     workers=workers, retry_errors=retry_errors, force=force, dry_run=dry_run)
-    from qitos.benchmark.lifetime import exit_code_for, signal_of, stop_signals_raise
-    from qitos.benchmark.runner import plan_batch
-    from qitos.benchmark.sides.host import AgentHostError
+    from qitos.run.lifetime import exit_code_for, signal_of, stop_signals_raise
+    from qitos.run.runner import plan_batch
+    from qitos.run.sides.host import AgentHostError
 
     # SIGTERM / SIGHUP (timeout, docker stop, a scheduler) end the run as Ctrl-C does, from planning to the summary
     plan = None
@@ -274,7 +274,7 @@ def replay(
     trace_logdir: TraceLogdir = "runs",
 ) -> None:
     """Show a run step by step; with --reexecute, re-run it and report the first divergence."""
-    from qitos.benchmark.replay import reexecute_run
+    from qitos.run.replay import reexecute_run
 
     from .bench_view import print_trajectory, require_run_dir
 
@@ -302,7 +302,7 @@ def export(
 ) -> None:
     """Export a run (--html/--json) or results (--input --format csv|md|gaia-submission|tau-bench|osworld|cybench)."""
     mark_secrets(secret_env)
-    from qitos.benchmark import export as exp
+    from qitos.results import export as exp
 
     from .bench_view import print_notes, require_run_dir
 
@@ -338,7 +338,7 @@ def export(
 def _export_osworld(inputs: list[Path], output: Path | None) -> None:
     if output is None:
         raise UsageError("--format osworld writes upstream's results folder: give --output DIR")
-    from qitos.benchmark.formats import require_file
+    from qitos.results.formats import require_file
 
     for path in inputs:
         require_file(path)
@@ -352,7 +352,7 @@ def _export_osworld(inputs: list[Path], output: Path | None) -> None:
 def _export_cybench(inputs: list[Path], output: Path | None) -> None:
     if output is None:
         raise UsageError("--format cybench writes upstream's logs folder: give --output DIR")
-    from qitos.benchmark.formats import require_file
+    from qitos.results.formats import require_file
 
     for path in inputs:
         require_file(path)

@@ -36,7 +36,7 @@ def print_plan(plan) -> None:
 
 
 def run_with_progress(plan):
-    from qitos.benchmark.runner import execute_batch
+    from qitos.run.runner import execute_batch
 
     stats = {"ok": 0, "tokens": 0, "cost": 0.0}
     lock = threading.Lock()
@@ -139,14 +139,14 @@ def evaluate_files(paths: list[Path], by: list[str], data_dir: Path | None = Non
 
 def _evaluate_files(paths: list[Path], by: list[str], data_dir: Path | None = None) -> dict[str, Any]:
     from qitos.benchmark.metrics import CONFIG_FIELDS, ROW_REQUIRED, evaluate_rows, known_fields
-    from qitos.benchmark.formats import refuse_foreign_format, require_file
-    from qitos.benchmark.results import RowIssue, TraceCheck, discredit, iter_numbered_rows
+    from qitos.results.formats import refuse_foreign_format, require_file
+    from qitos.results.rows import RowIssue, TraceCheck, discredit, iter_numbered_rows
 
     from .errors import UsageError
 
     issues: list[RowIssue] = []
     rows: list[dict[str, Any]] = []
-    from qitos.benchmark.rescore import Rescorer
+    from qitos.results.rescore import Rescorer
 
     rescorer = Rescorer(data_dir)
     check = TraceCheck(rescorer)
@@ -206,7 +206,7 @@ _JSON_GENERATION = ("extra_body", "think_tags")  # compared as canonical JSON te
 def describe_configuration(rows: list[dict[str, Any]], locate=None) -> dict[str, Any]:
     """The settings of a group's configuration, from the RunSpec in its first readable trace manifest."""
     from qitos.benchmark.metrics import row_description
-    from qitos.benchmark.results import trace_run_spec
+    from qitos.results.rows import trace_run_spec
 
     spec = trace_run_spec(rows[:5], locate)
     if spec is not None:

@@ -113,7 +113,7 @@ def fetch_cmd(name: Annotated[str, typer.Argument(help="dataset: tau-bench, cybe
 
 
 def _install_tokenizer() -> None:
-    from qitos.benchmark import tokenizer
+    from qitos.models import tokenizer
 
     _install("tokenizer", lambda: tokenizer.install(typer.echo), tokenizer.TokenizerMissing, tokenizer.cache_dir(),
              tokenizer.TIKTOKEN_ENV)

@@ -21,7 +21,7 @@ def seed_workspace(workspace: Path) -> None:
 
 def verify(workspace: Path) -> tuple[bool, str]:
     """Run the verify command in the sandbox too: it imports the code the model wrote."""
-    from qitos.benchmark.sandbox import BwrapSandbox
+    from qitos.sandbox.bwrap import BwrapSandbox
     from qitos.recipes.coding import run_in_sandbox, workspace_sandbox
 
     ok, reason = BwrapSandbox.available()

@@ -3,7 +3,7 @@
 `OUTSIDE_AGENT` is the one list of reasons that say the machine failed, not the agent: a row ending in one of
 them is never scored (`success: null`), counts against coverage, and a plain rerun of the same command runs its
 task again (see docs/concepts.md). In a benchmark run only the scoring side gives them, from what it saw itself;
-an agent side that claims one it did not see ends `error` (`qitos.benchmark.sides.evidence`).
+an agent side that claims one it did not see ends `error` (`qitos.run.sides.evidence`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class StopReason(str, Enum):
     TOOL_ERROR_LIMIT = "tool_error_limit"
     CANCELLED = "cancelled"
     ERROR = "error"
-    # a limit of the agent's task (qitos.benchmark.sides.limits): the agent's failure, scored as one
+    # a limit of the agent's task (qitos.run.sides.limits): the agent's failure, scored as one
     ASSET_QUOTA = "asset_quota"
     MEMORY_LIMIT = "memory_limit"
     PROCESS_LIMIT = "process_limit"

@@ -2,7 +2,7 @@
 
 `local` or `local:<gguf path>` → embedded llama.cpp; `scripted:<jsonl>` → scripted responses;
 `replay:<run dir>` → recorded responses of a trace; `vllm/<hf id>`, `sglang/<hf id>`,
-`llamacpp/<gguf>` → a server `qit bench run` starts (qitos.models.serve); anything else → an
+`llamacpp/<gguf>` → a server `qit bench run` starts (qitos.run.model_server); anything else → an
 OpenAI-compatible model at `--base-url`.
 """
 
@@ -43,7 +43,7 @@ def resolve_model(name: str, *, base_url: str | None = None, api_key_env: str = 
             raise ModelConfigError(f"{flags}: for OpenAI-compatible servers; the embedded model runs in process "
                                    f"(serve it with --model-name llamacpp/{path or ''} to use {flags})")
         return LocalModel(path, **kwargs)
-    from qitos.models.serve import server_kind
+    from qitos.run.model_server import server_kind
 
     if server_kind(name) is not None:
         raise ModelConfigError(f"--model-name {name}: a server QitOS starts, only in `qit bench run` "

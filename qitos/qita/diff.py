@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from qitos.benchmark.metrics import dedupe, summarize
-from qitos.benchmark.results import RowIssue, iter_rows
+from qitos.results.rows import RowIssue, iter_rows
 
 from .paired import compare_paired
 from .runtrace import RunFiles, StepDigest, read_manifest_view

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from qitos.benchmark.results import RowIssue, iter_rows
+from qitos.results.rows import RowIssue, iter_rows
 from qitos.trace.reader import effective_status
 from qitos.trace.schema import Manifest
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from qitos.benchmark.metrics import ROW_REQUIRED, dedupe, summarize
-from qitos.benchmark.results import RowIssue, iter_rows
+from qitos.results.rows import RowIssue, iter_rows
 
 
 @dataclass

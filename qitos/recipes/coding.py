@@ -43,7 +43,7 @@ def _interpreter_binds() -> list[str]:
 
 def workspace_sandbox(workspace: Path, timeout_seconds: float = 30.0):
     """A no-network BwrapSandbox on `workspace` where `python` is this interpreter."""
-    from qitos.benchmark.sandbox import SANDBOX_PATH, BwrapSandbox
+    from qitos.sandbox.bwrap import SANDBOX_PATH, BwrapSandbox
 
     bin_dir = str(Path(sys.executable).parent)
     return BwrapSandbox(workspace, network=False, timeout_seconds=timeout_seconds, ro_binds=_interpreter_binds(),
@@ -100,7 +100,7 @@ def coding_tools(workspace: Path, command_timeout: float = 30.0) -> list[Tool]:
         Args:
             command: the shell command, e.g. "python check_stats.py"
         """
-        from qitos.benchmark.sandbox import BwrapSandbox
+        from qitos.sandbox.bwrap import BwrapSandbox
 
         ok, reason = BwrapSandbox.available()
         if not ok:

@@ -12,7 +12,7 @@ One engine step is one upstream iteration:
   upstream's ``truncated_chat_chain`` stands at that moment;
 - the text is cut to ``max_input_tokens`` (head and tail halves around upstream's alert), counted with the
   encoding upstream's ``tiktoken.encoding_for_model`` picks for the model's name (o200k_base for gpt-4o names,
-  else cl100k_base: `qitos.benchmark.tokenizer.encoding_name_for_model`);
+  else cl100k_base: `qitos.models.tokenizer.encoding_name_for_model`);
 - temperature (upstream's TEMPERATURE), ``max_tokens`` = ``max_output_tokens``, ``stop`` = [<END>]; no seed,
   top_p or reasoning effort is sent, whatever the model flags say (upstream sends none);
 - the reply is cleaned (hallucinated turns cut, the stop token appended), ``Answer:`` is looked for first,
@@ -38,7 +38,7 @@ from qitos.benchmark.cybench.agent_env import CybenchEnv
 from qitos.benchmark.cybench.options import CybenchOptions
 from qitos.benchmark.cybench.upstream_texts import Pattern, UpstreamAgentTexts, UpstreamTaskTexts, render
 from qitos.benchmark.errors import BenchmarkUsageError
-from qitos.benchmark.sides.contract import AgentCallRefused
+from qitos.benchmark.contract import AgentCallRefused
 from qitos.core.agent import AgentModule, AgentState, StepOutcome
 from qitos.core.decision import Action, Decision
 from qitos.core.parsers import Parser, ParseResult
@@ -133,7 +133,7 @@ class CybenchUpstreamAgent(AgentModule):
         self.model_params = {"temperature": self.t.temperature, "max_tokens": opts.max_output_tokens,
                              "stop": [self.t.stop_token], "seed": None, "top_p": None, "reasoning_effort": None,
                              "think_tags": []}  # the reply's content as it is, as upstream keeps it
-        from qitos.benchmark.tokenizer import encoding_for_model
+        from qitos.models.tokenizer import encoding_for_model
 
         self.encoding = encoding_for_model(model_name)  # upstream's tiktoken.encoding_for_model(<model>)
 

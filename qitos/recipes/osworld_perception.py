@@ -2,7 +2,7 @@
 
 `linearize` is `linearize_accessibility_tree` (the kept nodes as a tab-separated table), `trim` is
 `trim_accessibility_tree` (cut to a number of gpt-4 tokens with tiktoken's encoding, offline through
-`qitos.benchmark.tokenizer`), `tag_screenshot` is the set-of-marks drawing (`filter_nodes` +
+`qitos.models.tokenizer`), `tag_screenshot` is the set-of-marks drawing (`filter_nodes` +
 `draw_bounding_boxes` of `accessibility_tree_wrap/heuristic_retrieve.py`), each with upstream's node filter
 (`judge_node`). The texts in their output (table headers, the trimming mark) and the accessibility namespaces
 come from upstream's files through the scoring side (`qitos.benchmark.osworld.prompt_texts`), in `texts`.
@@ -81,7 +81,7 @@ def linearize(xml_text: str | None, texts: dict[str, Any]) -> str:
 
 def trim(text: str, max_tokens: int, mark: str) -> str:
     """`trim_accessibility_tree`: the first `max_tokens` gpt-4 tokens, then the mark, when the text is longer."""
-    from qitos.benchmark.tokenizer import gpt4_encoding
+    from qitos.models.tokenizer import gpt4_encoding
 
     encoding = gpt4_encoding()
     tokens = encoding.encode(text)

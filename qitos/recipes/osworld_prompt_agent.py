@@ -203,7 +203,7 @@ class PromptAgent(AgentModule):
                              f"action_space={settings.action_space} (upstream's PromptAgent has no prompt for it; "
                              "som takes pyautogui)")
         if settings.observation_type != "screenshot":  # fail before the batch, not in every task's first step
-            from qitos.benchmark.tokenizer import TokenizerMissing, gpt4_encoding
+            from qitos.models.tokenizer import TokenizerMissing, gpt4_encoding
 
             try:
                 gpt4_encoding()

@@ -25,7 +25,7 @@ class RunSpec(BaseModel):
     generation: dict[str, Any] = Field(default_factory=dict)
     # what parsers, scorers and the history sent back see of a reasoning model's reply (qitos.models.reasoning)
     reasoning_policy: str = "answer-only"
-    # a server QitOS started for the run (qitos.models.serve): its name, version and launch arguments
+    # a server QitOS started for the run (qitos.run.model_server): its name, version and launch arguments
     model_server: dict[str, Any] | None = None
     prompt_protocol: str | None = None
     parser_name: str | None = None

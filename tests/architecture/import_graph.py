@@ -15,11 +15,17 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "qitos"
 
-# Layers, lowest first: a module may import its own layer and the ones below, never one above.
+# Layers, lowest first: a module may import its own layer and the ones below, never one above. The model clients,
+# traces and RunSpecs are the kernel's foundations (the Engine records its trace and RunSpec); the run machinery
+# runs benchmarks through the adapter protocol, and the families plug into both.
+FAMILIES = ("cybench", "desktop", "gaia", "jsonl", "osworld", "tau_bench")
 LAYERS: list[tuple[str, ...]] = [
-    ("qitos.core",),
     ("qitos.models", "qitos.trace", "qitos.spec"),
+    ("qitos.core",),
+    ("qitos.sandbox",),
     ("qitos.benchmark",),
+    ("qitos.run", "qitos.results"),
+    tuple(f"qitos.benchmark.{family}" for family in FAMILIES),
     ("qitos.recipes",),
     ("qitos.cli", "qitos.qita"),
 ]
@@ -50,10 +56,12 @@ class Graph:
 
 
 def layer_of(module: str) -> int | None:
+    """The highest layer whose prefix names the module (a family's modules sit above the protocol's)."""
+    found = None
     for index, prefixes in enumerate(LAYERS):
         if any(module == p or module.startswith(p + ".") for p in prefixes):
-            return index
-    return None  # `qitos` itself: the public API re-exports every layer
+            found = index
+    return found  # None: `qitos` itself, whose public API re-exports every layer
 
 
 @functools.lru_cache(maxsize=4)

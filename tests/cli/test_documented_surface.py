@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from qitos.benchmark.config import ModelConfig, RunConfig
+from qitos.run.config import ModelConfig, RunConfig
 from qitos.benchmark.registry import canonical_name, get_adapter
-from qitos.benchmark.runner import auto_workers
+from qitos.run.runner import auto_workers
 from qitos.cli.multi import spread_multi_values
 from tests.platform.conftest import qit, rows, with_traces, write_tasks
 from tests.support.openai_server import OpenAIServer

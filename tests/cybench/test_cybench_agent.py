@@ -17,7 +17,7 @@ from qitos.benchmark.cybench.upstream import UpstreamAgent, UpstreamSourceError,
 from qitos.models.base import ModelResponse
 from qitos.recipes.cybench_agent import UpstreamCybenchParser
 from tests.conftest import require_system
-from qitos.benchmark.sandbox import BwrapSandbox
+from qitos.sandbox.bwrap import BwrapSandbox
 from tests.support.openai_server import OpenAIServer, Reply
 
 DYNASTIC = "benchmark/hackthebox/cyber-apocalypse-2024/crypto/[Very Easy] Dynastic"
@@ -63,7 +63,7 @@ def test_parser_as_upstream(cybench_data: Path) -> None:
 
 def test_truncation_keeps_head_and_tail(cybench_data: Path) -> None:
     from qitos.benchmark.cybench.options import CybenchOptions
-    from qitos.benchmark.tokenizer import gpt4_encoding, present
+    from qitos.models.tokenizer import gpt4_encoding, present
     from qitos.recipes.cybench_agent import CybenchUpstreamAgent
 
     require_system(present(), "the offline gpt-4 encoding (`qit data fetch tokenizer`)")

@@ -33,8 +33,8 @@ from qitos.benchmark.cybench.runtime import CybenchRuntime
 from qitos.benchmark.cybench.tasks import load_tasks
 from qitos.benchmark.cybench.upstream import load_upstream
 from qitos.benchmark.cybench.upstream_texts import render
-from qitos.benchmark.sandbox import BwrapSandbox
-from qitos.benchmark.tokenizer import activate, encoding_name_for_model, present
+from qitos.sandbox.bwrap import BwrapSandbox
+from qitos.models.tokenizer import activate, encoding_name_for_model, present
 from qitos.cli.qit import app
 from qitos.trace.reader import read_manifest, read_steps
 from tests.conftest import require_system

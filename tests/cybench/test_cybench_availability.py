@@ -19,7 +19,7 @@ from qitos.benchmark.cybench.data_issues import oracle_blocking_issue
 from qitos.benchmark.cybench.oracle import run_oracle
 from qitos.benchmark.cybench.runtime import docker_available
 from qitos.benchmark.cybench.tasks import load_tasks
-from qitos.benchmark.sandbox import BwrapSandbox
+from qitos.sandbox.bwrap import BwrapSandbox
 from tests.conftest import require_system
 
 REPO = Path(__file__).resolve().parents[2]

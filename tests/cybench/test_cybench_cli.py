@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from qitos.benchmark.cybench.tasks import load_tasks
-from qitos.benchmark.sandbox import BwrapSandbox
+from qitos.sandbox.bwrap import BwrapSandbox
 
 REPO = Path(__file__).resolve().parents[2]
 _OK, _REASON = BwrapSandbox.available()

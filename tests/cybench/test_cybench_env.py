@@ -14,8 +14,8 @@ from qitos.benchmark.cybench.agent_env import CybenchEnv, DirectLink
 from qitos.benchmark.cybench.episode import CybenchEpisode, format_result
 from qitos.benchmark.cybench.runtime import CybenchRuntime
 from qitos.benchmark.cybench.tasks import CybenchTask, load_tasks
-from qitos.benchmark.sandbox import BwrapSandbox, SandboxResult
-from qitos.benchmark.sides.contract import AgentCallRefused
+from qitos.sandbox.bwrap import BwrapSandbox, SandboxResult
+from qitos.benchmark.contract import AgentCallRefused
 
 _OK, _REASON = BwrapSandbox.available()
 needs_bwrap = pytest.mark.skipif(not _OK, reason=f"bwrap sandbox unavailable: {_REASON}")

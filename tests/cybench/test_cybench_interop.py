@@ -23,8 +23,8 @@ import pytest
 
 from qitos.benchmark.cybench.adapter import CybenchAdapter
 from qitos.benchmark.cybench.tasks import load_tasks
-from qitos.benchmark.results import BenchmarkRunResult, ResultsFile
-from qitos.benchmark.sandbox import BwrapSandbox
+from qitos.results.rows import BenchmarkRunResult, ResultsFile
+from qitos.sandbox.bwrap import BwrapSandbox
 from qitos.models.scripted import ScriptedModel
 
 from tests.cybench.test_cybench_recipes import _load, _run

@@ -10,7 +10,7 @@ from qitos.benchmark.cybench import oracle as oracle_module
 from qitos.benchmark.cybench.oracle import run_oracle, solution_command
 from qitos.benchmark.cybench.scoring import extract_answer, score_task
 from qitos.benchmark.cybench.tasks import load_tasks
-from qitos.benchmark.sandbox import BwrapSandbox
+from qitos.sandbox.bwrap import BwrapSandbox
 
 _OK, _REASON = BwrapSandbox.available()
 needs_bwrap = pytest.mark.skipif(not _OK, reason=f"bwrap sandbox unavailable: {_REASON}")

@@ -10,7 +10,7 @@ import pytest
 
 from qitos.benchmark.base import LoadOptions, RecipeContext
 from qitos.benchmark.cybench.adapter import CybenchAdapter
-from qitos.benchmark.sandbox import BwrapSandbox
+from qitos.sandbox.bwrap import BwrapSandbox
 from qitos.core.engine import Engine
 from qitos.core.stop import StopReason
 from qitos.models.base import ModelResponse

@@ -16,7 +16,7 @@ from qitos.benchmark.cybench.runtime import (
     requires_unavailable_reason,
 )
 from qitos.benchmark.cybench.tasks import load_task, load_tasks
-from qitos.benchmark.sandbox import BwrapSandbox
+from qitos.sandbox.bwrap import BwrapSandbox
 
 _OK, _REASON = BwrapSandbox.available()
 needs_bwrap = pytest.mark.skipif(not _OK, reason=f"bwrap sandbox unavailable: {_REASON}")

@@ -22,7 +22,7 @@ from qitos.benchmark.cybench.oracle import run_oracle
 from qitos.benchmark.cybench.services import ServiceSpec, compose_file_for, plan_for
 from qitos.benchmark.cybench.stack import LABEL, ServiceStack, images_missing_locally, remove_stale, running_containers
 from qitos.benchmark.cybench.tasks import load_task, load_tasks
-from qitos.benchmark.sandbox import BwrapSandbox
+from qitos.sandbox.bwrap import BwrapSandbox
 from tests.conftest import require_system
 from tests.cybench.service_fixture import FIXTURE_FLAG, FIXTURE_PATH, FIXTURE_ROOT, busybox_image
 

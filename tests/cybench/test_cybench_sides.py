@@ -20,8 +20,8 @@ import pytest
 from qitos.benchmark.base import LoadOptions
 from qitos.benchmark.cybench.adapter import CybenchAdapter
 from qitos.benchmark.cybench.agent_env import CybenchEnv
-from qitos.benchmark.sandbox import BwrapSandbox
-from qitos.benchmark.sides.contract import AgentCallRefused
+from qitos.sandbox.bwrap import BwrapSandbox
+from qitos.benchmark.contract import AgentCallRefused
 from tests.platform.conftest import qit, rows
 
 _OK, _REASON = BwrapSandbox.available()
@@ -222,7 +222,7 @@ RED_TEAM = '''
 """A third-party runner that asks the scoring side for what CyBench's protocol does not give."""
 import json
 
-from qitos.benchmark.sides.contract import AgentCallRefused
+from qitos.benchmark.contract import AgentCallRefused
 from qitos.core import AgentModule, Decision
 
 

@@ -19,7 +19,7 @@ from qitos.benchmark.cybench import toolchain
 from qitos.benchmark.cybench.adapter import CybenchAdapter
 from qitos.benchmark.cybench.runtime import CybenchRuntime
 from qitos.benchmark.cybench.tasks import load_tasks
-from qitos.benchmark.sandbox import BwrapSandbox
+from qitos.sandbox.bwrap import BwrapSandbox
 from tests.conftest import require_system
 
 REPO = Path(__file__).resolve().parents[2]

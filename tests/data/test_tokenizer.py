@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from qitos.benchmark import tokenizer
+from qitos.models import tokenizer
 from tests.conftest import require_tokenizer
 
 

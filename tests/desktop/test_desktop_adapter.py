@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 
 from qitos.benchmark.base import LoadOptions, RecipeContext
-from qitos.benchmark.config import ModelConfig, RunConfig
+from qitos.run.config import ModelConfig, RunConfig
 from qitos.benchmark.desktop import TASKS, get_task
 from qitos.benchmark.desktop import display as display_module
 from qitos.benchmark.desktop.agent_env import RemoteDesktop
 from qitos.benchmark.desktop.engine_env import DesktopEngineEnv
 from qitos.benchmark.errors import BenchmarkUsageError
 from qitos.benchmark.registry import get_adapter
-from qitos.benchmark.runner import execute_batch, plan_batch
+from qitos.run.runner import execute_batch, plan_batch
 from qitos.core.engine import Engine
 from qitos.core.stop import StopReason
 from qitos.models.scripted import ScriptedModel

@@ -24,14 +24,14 @@ import pytest
 from tests.conftest import require_system
 
 from qitos.benchmark.base import LoadOptions
-from qitos.benchmark.config import ModelConfig, RunConfig
+from qitos.run.config import ModelConfig, RunConfig
 from qitos.benchmark.desktop.adapter import DesktopAdapter
 from qitos.benchmark.desktop import gold
 from qitos.benchmark.desktop.agent_env import RemoteDesktop
 from qitos.benchmark.registry import get_adapter
-from qitos.benchmark.runner import execute_batch, plan_batch
-from qitos.benchmark.sides.confine import confinement_status
-from qitos.benchmark.sides.contract import AgentCallRefused
+from qitos.run.runner import execute_batch, plan_batch
+from qitos.run.sides.confine import confinement_status
+from qitos.benchmark.contract import AgentCallRefused
 
 ADAPTER = get_adapter("desktop")
 LOAD = LoadOptions(split="starter")
@@ -70,8 +70,8 @@ def test_nothing_the_agent_side_imports_imports_the_gold(tmp_path: Path) -> None
         adapter = get_adapter("desktop-starter")
         recipes = adapter.recipes()
         adapter.default_recipe, adapter.splits(None), adapter.default_budget()
-        import qitos.benchmark.desktop.agent_env, qitos.recipes.computer_use, qitos.benchmark.sides.agent
-        import qitos.benchmark.sides.zygote
+        import qitos.benchmark.desktop.agent_env, qitos.recipes.computer_use, qitos.run.sides.agent
+        import qitos.run.sides.zygote
         from qitos.benchmark.desktop import *
         from qitos.benchmark.desktop.agent_env import build
 

@@ -64,7 +64,7 @@ def test_gaia_script(tmp_path):
 
 
 def test_cybench_script(tmp_path, cybench_data):
-    from qitos.benchmark.sandbox import BwrapSandbox
+    from qitos.sandbox.bwrap import BwrapSandbox
 
     ok, reason = BwrapSandbox.available()
     require_system(ok, f"the bwrap sandbox ({reason})")

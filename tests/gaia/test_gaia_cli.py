@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from qitos.benchmark.sandbox import BwrapSandbox
+from qitos.sandbox.bwrap import BwrapSandbox
 
 from .make_fixture import QUESTIONS, SCRIPTED_SOLUTIONS, TEST_QUESTIONS, build_gaia_fixture
 

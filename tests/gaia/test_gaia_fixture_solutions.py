@@ -39,7 +39,7 @@ def gaia_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_scripted_solution_is_correct(gaia_root: Path, tmp_path: Path, task_id: str) -> None:
     steps = SCRIPTED_SOLUTIONS[task_id]
     if _needs_sandbox(steps):
-        from qitos.benchmark.sandbox import BwrapSandbox
+        from qitos.sandbox.bwrap import BwrapSandbox
 
         ok, reason = BwrapSandbox.available()
         require_system(ok, f"the bubblewrap sandbox: {reason}")

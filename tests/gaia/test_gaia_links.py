@@ -104,7 +104,7 @@ def test_no_tool_reads_lists_or_extracts_through_a_link(tmp_path: Path, outside:
 
 
 def test_links_planted_by_run_python_lead_nowhere(tmp_path: Path, outside: Path, server: str) -> None:
-    from qitos.benchmark.sandbox import BwrapSandbox
+    from qitos.sandbox.bwrap import BwrapSandbox
 
     ok, reason = BwrapSandbox.available()
     require_system(ok, f"the bubblewrap sandbox: {reason}")

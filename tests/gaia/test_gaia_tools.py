@@ -227,7 +227,7 @@ def test_visit_page_against_loopback(tmp_path: Path, loopback_server: str) -> No
 
 @pytest.fixture
 def sandboxed(tmp_path: Path) -> dict[str, Tool]:
-    from qitos.benchmark.sandbox import BwrapSandbox
+    from qitos.sandbox.bwrap import BwrapSandbox
 
     ok, reason = BwrapSandbox.available()
     require_system(ok, f"the bubblewrap sandbox: {reason}")
@@ -270,7 +270,7 @@ def test_run_python_cannot_reach_the_network(sandboxed: dict[str, Tool], loopbac
 
 
 def test_run_python_times_out(tmp_path: Path) -> None:
-    from qitos.benchmark.sandbox import BwrapSandbox
+    from qitos.sandbox.bwrap import BwrapSandbox
 
     ok, reason = BwrapSandbox.available()
     require_system(ok, f"the bubblewrap sandbox: {reason}")

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from qitos.benchmark.config import ModelConfig
+from qitos.run.config import ModelConfig
 from qitos.core import AgentModule, Engine, Task
 from qitos.models.base import ModelConfigError, ModelError
 from qitos.models.generation import parse_extra_body

@@ -69,7 +69,7 @@ def test_rows_are_committed_only_once_durable_and_all_of_them(tmp_path, monkeypa
 
     import pytest
 
-    from qitos.benchmark import commit
+    from qitos.results import commit
 
     flusher = durability.Flusher(interval=3600)
     monkeypatch.setattr(commit, "FLUSHER", flusher)

@@ -28,11 +28,11 @@ from tests.conftest import require_system
 from tests.osworld.test_osworld_evaluator import fake_checkout
 
 from qitos.benchmark.base import LoadOptions
-from qitos.benchmark.config import ModelConfig, RunConfig
+from qitos.run.config import ModelConfig, RunConfig
 from qitos.benchmark.osworld import OSWorldTask, evaluate, load_evaluators
 from qitos.benchmark.osworld.scorer import ScorerLimits, scorer_isolation
-from qitos.benchmark.runner import execute_batch, plan_batch
-from qitos.benchmark.sandbox import BwrapSandbox
+from qitos.run.runner import execute_batch, plan_batch
+from qitos.sandbox.bwrap import BwrapSandbox
 from qitos.spec.official import RunFacts, official_checks
 from qitos.spec.run_spec import RunSpec
 

@@ -18,11 +18,11 @@ from tests.conftest import require_system
 from osworld_fake_controller import FakeController
 
 from qitos.benchmark.base import LoadOptions
-from qitos.benchmark.config import ModelConfig, RunConfig
+from qitos.run.config import ModelConfig, RunConfig
 from qitos.benchmark.osworld.adapter import OsworldAdapter
 from qitos.benchmark.osworld.prompt_texts import load_prompt_texts
-from qitos.benchmark.runner import execute_batch, plan_batch
-from qitos.benchmark.sides.confine import confinement_status
+from qitos.run.runner import execute_batch, plan_batch
+from qitos.run.sides.confine import confinement_status
 
 INFEASIBLE = "osworld-os-a462a795-fdc7-4b23-b689-e8b6df786b78"  # setup: 2 execute steps; func infeasible
 GSETTINGS = "osworld-os-bedcedc4-4d72-425e-ad62-21960b11fe0d"  # exact_match(gsettings idle-delay, "uint32 0\n")

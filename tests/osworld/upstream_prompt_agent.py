@@ -55,7 +55,7 @@ def main() -> None:
     _install_stubs(data)
     _install_agent_stubs()
     os.environ.setdefault("OPENAI_API_KEY", "loopback")  # agent.py reads it for its header; the test server ignores it
-    from qitos.benchmark.tokenizer import activate
+    from qitos.models.tokenizer import activate
 
     activate()  # tiktoken's gpt-4 encoding, offline (TIKTOKEN_CACHE_DIR)
     sys.path.insert(0, str(data / "upstream"))

@@ -228,8 +228,8 @@ def test_bad_worker_flags_are_clear(tmp_path):
 
 def test_an_evaluator_crash_is_a_row_and_the_trace_is_still_final(tmp_path, monkeypatch):
     from qitos.benchmark.base import LoadOptions
-    from qitos.benchmark.config import RunConfig
-    from qitos.benchmark.runner import execute_batch, plan_batch
+    from qitos.run.config import RunConfig
+    from qitos.run.runner import execute_batch, plan_batch
 
     tasks = write_tasks(tmp_path / "tasks.jsonl", 2)
     plan = plan_batch(RunConfig(benchmark="jsonl", load=LoadOptions(root=tasks), runner=RUNNER, validator=True,

@@ -43,7 +43,7 @@ def _port_open(port: int) -> bool:
 @pytest.fixture(scope="module")
 def llama_server(gguf, tmp_path_factory):
     """`python -m llama_cpp.server` on a free loopback port, as a user would start it."""
-    from qitos.models.serve import free_port
+    from qitos.run.model_server import free_port
 
     port = free_port()
     log = tmp_path_factory.mktemp("llama-server") / "server.log"

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from qitos.benchmark.cluster import shipping
-from qitos.benchmark.cluster.shipping import ShipmentDamaged, pack, remove_unused
+from qitos.run.cluster import shipping
+from qitos.run.cluster.shipping import ShipmentDamaged, pack, remove_unused
 
 from .conftest import REPO, write_tasks
 
@@ -64,7 +64,7 @@ def test_unused_copies_are_removed_and_held_ones_kept(tmp_path, tmp_base):
     a.unpack()  # held by this process from now on
     # another process unpacks `b` and exits: nobody holds it any more
     code = (f"import tempfile; tempfile.tempdir = {str(tmp_base.parent)!r}; import pickle, sys; "
-            "from qitos.benchmark.cluster.shipping import Bundle; pickle.loads(sys.stdin.buffer.read()).unpack()")
+            "from qitos.run.cluster.shipping import Bundle; pickle.loads(sys.stdin.buffer.read()).unpack()")
     import pickle
 
     done = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(b), capture_output=True,

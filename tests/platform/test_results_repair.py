@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from qitos.benchmark import results_tail
-from qitos.benchmark.results import BenchmarkRunResult, ResultsFile, iter_numbered_rows
+from qitos.results import tail as results_tail
+from qitos.results.rows import BenchmarkRunResult, ResultsFile, iter_numbered_rows
 from tests.platform.conftest import REPO, qit, rows, write_tasks
 from tests.support.board import board, page
 
@@ -142,7 +142,7 @@ def test_an_append_waiting_on_the_lock_follows_a_rewrite(tmp_path):
 
     holder = os.open(path, os.O_RDWR)
     fcntl.flock(holder, fcntl.LOCK_EX)  # this test plays the repair: lock, then rename a new file over
-    script = ("import sys; from pathlib import Path; from qitos.benchmark.results import ResultsFile, "
+    script = ("import sys; from pathlib import Path; from qitos.results.rows import ResultsFile, "
               "BenchmarkRunResult as R; ResultsFile(Path(sys.argv[1])).append(R(task_id='late', "
               "benchmark='jsonl', stop_reason='final'))")
     child = subprocess.Popen([sys.executable, "-c", script, str(path)], env={**os.environ, "PYTHONPATH": str(REPO)})

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from qitos.benchmark.export import export_run_html
+from qitos.results.export import export_run_html
 from qitos.core import AgentModule, Budget, Engine, Task
 from qitos.models.base import ModelResponse, Usage
 from qitos.models.scripted import ScriptedModel

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from qitos.benchmark import sandbox as sandbox_module
-from qitos.benchmark.sandbox import (
+from qitos.sandbox import bwrap as sandbox_module
+from qitos.sandbox.bwrap import (
     WORK_MOUNT,
     BwrapSandbox,
     SandboxSetupError,

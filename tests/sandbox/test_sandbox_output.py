@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from qitos.benchmark.sandbox import BwrapSandbox
-from qitos.benchmark.sandbox_output import OutputCap
+from qitos.sandbox.bwrap import BwrapSandbox
+from qitos.sandbox.output import OutputCap
 
 _OK, _REASON = BwrapSandbox.available()
 needs_bwrap = pytest.mark.skipif(not _OK, reason=f"bwrap sandbox unavailable: {_REASON}")

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from qitos.benchmark.sandbox import BwrapSandbox
+from qitos.sandbox.bwrap import BwrapSandbox
 from tests.conftest import require_system
 
 

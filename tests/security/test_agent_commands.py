@@ -85,7 +85,7 @@ def test_canary_key_under_any_name_is_absent_from_every_file(tmp_path: Path) -> 
 def test_fork_bomb_memory_hog_and_disk_fill_each_end_as_a_tool_error(tmp_path: Path, mechanism: str) -> None:
     """With the cgroups found here, and with the fallback used where none is writable (rlimits, tree count)."""
     need_sandbox()
-    from qitos.benchmark.sandbox_limits import cgroup_support
+    from qitos.sandbox.limits import cgroup_support
 
     support = cgroup_support()  # cgroups where writable, else rlimits and a process-tree count (both tested)
     # With a cgroup the limit is hard, so a real fork bomb is safe to throw. The fallback counts the process tree

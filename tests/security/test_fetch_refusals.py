@@ -1,7 +1,7 @@
 """SSRF through the agent: GAIA's visit_page asked (by a scripted model) to fetch internal addresses.
 
 The board and the redirecting server are real HTTP servers on loopback; DNS is stubbed by replacing
-`qitos.benchmark.netguard.resolve` (the one resolver the fetcher uses), never by editing /etc/hosts.
+`qitos.sandbox.netguard.resolve` (the one resolver the fetcher uses), never by editing /etc/hosts.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Iterator
 
 import pytest
 
-from qitos.benchmark import netguard
+from qitos.sandbox import netguard
 from qitos.benchmark.gaia.tools import gaia_tools
 from qitos.benchmark.gaia.web import WebConfig
 from qitos.core import AgentModule, Engine, Task

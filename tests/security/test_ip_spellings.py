@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from qitos.benchmark import netguard
+from qitos.sandbox import netguard
 from qitos.benchmark.gaia.web import WebConfig, WebRefused, fetch_page, visit_client
 from tests.security.test_fetch_refusals import _Recorder, _visit_through_engine, recorder  # noqa: F401
 

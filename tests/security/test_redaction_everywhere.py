@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from qitos.benchmark.results import BenchmarkRunResult, ResultsFile
+from qitos.results.rows import BenchmarkRunResult, ResultsFile
 from qitos.core import AgentModule, Engine, Task, tool
 from qitos.models.scripted import ScriptedModel
 from qitos.trace import redact

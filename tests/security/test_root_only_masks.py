@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from qitos.benchmark import sandbox_masks as masks
+from qitos.sandbox import masks as masks
 
 
 def _tree(root: Path) -> Path:

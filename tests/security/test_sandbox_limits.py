@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from qitos.benchmark.sandbox import BwrapSandbox
-from qitos.benchmark.sandbox_limits import SandboxLimits, cgroup_support
+from qitos.sandbox.bwrap import BwrapSandbox
+from qitos.sandbox.limits import SandboxLimits, cgroup_support
 from tests.conftest import require_system
 from tests.security.support import need_sandbox
 
@@ -60,8 +60,8 @@ def test_rlimit_fallback_without_cgroups(tmp_path: Path) -> None:
     need_sandbox()
     program = textwrap.dedent(f"""
         from pathlib import Path
-        from qitos.benchmark.sandbox import BwrapSandbox
-        from qitos.benchmark.sandbox_limits import SandboxLimits, cgroup_support
+        from qitos.sandbox.bwrap import BwrapSandbox
+        from qitos.sandbox.limits import SandboxLimits, cgroup_support
         support = cgroup_support()
         assert support.pids is None and support.memory is None, support
         print(support.describe())
@@ -95,7 +95,7 @@ def _dead_pid() -> int:
 def test_stale_cgroups_of_dead_processes_are_swept(tmp_path: Path) -> None:
     """A process killed outright leaves its commands' cgroups; the next probe removes the empty ones of dead
     processes and nothing else (a live process's, a non-empty one, names that are not ours)."""
-    from qitos.benchmark.sandbox_limits import sweep_stale_cgroups
+    from qitos.sandbox.limits import sweep_stale_cgroups
 
     dead = _dead_pid()
     stale = [tmp_path / f"qitos-sandbox-{dead}-2-99938444", tmp_path / f"qitos-probe-{dead}-1-5"]
@@ -109,7 +109,7 @@ def test_stale_cgroups_of_dead_processes_are_swept(tmp_path: Path) -> None:
 
 
 def test_stale_cgroup_swept_in_the_real_hierarchy() -> None:
-    from qitos.benchmark.sandbox_limits import sweep_stale_cgroups
+    from qitos.sandbox.limits import sweep_stale_cgroups
 
     support = cgroup_support()
     require_system(bool(support.pids), "a writable pids cgroup (run as root, or delegate one)")

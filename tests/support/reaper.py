@@ -75,7 +75,7 @@ def find_victim(me: int, command_pid: int, victim: str, rng) -> int | None:
     host in --agent-processes task, the host itself in batch) or `agent-host` (the host)."""
     found = descendants(me)
     own = found.get(command_pid)
-    hosts = {pid for pid, cmd in found.items() if "qitos.benchmark.sides.zygote" in cmd and not cmd.startswith("bwrap")}
+    hosts = {pid for pid, cmd in found.items() if "qitos.run.sides.zygote" in cmd and not cmd.startswith("bwrap")}
     if victim == "qit":
         return command_pid
     if victim == "worker":

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from qitos.benchmark.base import LoadOptions
-from qitos.benchmark.config import RunConfig
-from qitos.benchmark.runner import execute_batch, plan_batch
+from qitos.run.config import RunConfig
+from qitos.run.runner import execute_batch, plan_batch
 from tests.platform.conftest import qit, rows
 
 from .test_oracle import NULL_AGENT_FLOOR, SPLITS

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from qitos.benchmark.base import LoadOptions
-from qitos.benchmark.sides.contract import AgentCallRefused
+from qitos.benchmark.contract import AgentCallRefused
 from qitos.benchmark.tau_bench.adapter import TauBenchAdapter
 from qitos.benchmark.tau_bench.agent_env import build
 from qitos.benchmark.tau_bench.domain import agent_files

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from qitos.benchmark.sides.wire import Channel
-from qitos.benchmark.sides.zygote import _Link
+from qitos.run.sides.wire import Channel
+from qitos.run.sides.zygote import _Link
 
 
 def test_stop_ends_the_reader_before_the_socket_closes():
@@ -45,7 +45,7 @@ def test_channel_reads_whole_messages_however_the_bytes_arrive():
     import math
     import threading
 
-    from qitos.benchmark.sides.wire import WireClosed
+    from qitos.run.sides.wire import WireClosed
 
     ours, theirs = socket.socketpair()
     try:
@@ -76,7 +76,7 @@ def test_channel_reads_whole_messages_however_the_bytes_arrive():
 def test_a_call_carries_the_trace_before_it():
     """The trace a call follows (its `model_request`) rides with the call in one message; the manifest's first
     fields wait for `run_start`; a step is sent at once."""
-    from qitos.benchmark.sides.zygote import _Outbox
+    from qitos.run.sides.zygote import _Outbox
 
     ours, theirs = socket.socketpair()
     try:
@@ -111,7 +111,7 @@ def test_a_call_carries_the_trace_before_it():
 def test_batch_job_threads_are_reused_with_a_fresh_context_each():
     import contextvars
 
-    from qitos.benchmark.sides.job_threads import JobThreads
+    from qitos.run.sides.job_threads import JobThreads
 
     pool = JobThreads()
     var: contextvars.ContextVar[str] = contextvars.ContextVar("left_by_a_job", default="fresh")

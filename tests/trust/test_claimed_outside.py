@@ -46,7 +46,7 @@ _FORGED = {}  # thread -> the stop reason its outcome will claim
 
 def _forge_outcomes():
     """Replace the agent side's outcome type so a run's outcome names the stop reason this thread chose."""
-    import qitos.benchmark.sides.agent as side
+    import qitos.run.sides.agent as side
 
     if getattr(side.AgentOutcome, "forged", False):
         return

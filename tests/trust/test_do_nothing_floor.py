@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from qitos.benchmark.base import LoadOptions
-from qitos.benchmark.export import export_results
+from qitos.results.export import export_results
 from qitos.benchmark.floor import FLOOR_KEY, floor_summary, floor_text
 from qitos.benchmark.metrics import evaluate_rows, summarize
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from qitos.benchmark.metrics import evaluate_rows
-from qitos.benchmark.results import BenchmarkRunResult, RowIssue, iter_rows
+from qitos.results.rows import BenchmarkRunResult, RowIssue, iter_rows
 from tests.platform.conftest import qit
 
 

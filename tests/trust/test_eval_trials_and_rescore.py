@@ -144,7 +144,7 @@ CYBENCH_TASK = "cybench_benchmark_hackthebox_cyber-apocalypse-2024_crypto_[Very_
 def test_cybench_answers_are_scored_again_from_the_trace(tmp_path: Path, cybench_data: Path) -> None:
     """The oracle's flag, recorded as the trace's answer, scores again to a success; the trace's answer edited to a
     wrong flag (the row and the evaluation still claiming success) does not."""
-    from qitos.benchmark.sandbox import BwrapSandbox
+    from qitos.sandbox.bwrap import BwrapSandbox
 
     from tests.conftest import require_system
 

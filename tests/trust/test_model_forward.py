@@ -30,7 +30,7 @@ class Forger(AgentModule):
     name = "forger"
 
     def decide(self, task, state):
-        from qitos.benchmark.sides.agent import StreamWriter
+        from qitos.run.sides.agent import StreamWriter
 
         for writer in [o for o in gc.get_objects() if isinstance(o, StreamWriter)]:
             writer.event("model_request", "DECIDE", {"message_count": 1}, step_id=1)
@@ -129,8 +129,8 @@ def test_the_scoring_side_counts_what_the_server_saw(tmp_path: Path) -> None:
 
 
 def test_a_recipe_host_gets_neither_network_nor_key_and_a_runner_keeps_its_client(monkeypatch) -> None:
-    from qitos.benchmark.config import ModelConfig, RunConfig
-    from qitos.benchmark.job import JobContext, resolve_recipe
+    from qitos.run.config import ModelConfig, RunConfig
+    from qitos.run.job import JobContext, resolve_recipe
     from qitos.benchmark.registry import get_adapter
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-never-in-the-agent-host")

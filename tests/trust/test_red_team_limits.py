@@ -31,7 +31,7 @@ def outsider(tmp_path: Path) -> Path:
 
 
 def _require_confinement() -> None:
-    from qitos.benchmark.sides.confine import confinement_status
+    from qitos.run.sides.confine import confinement_status
 
     ok, why, private = confinement_status()
     require_system(ok and private, f"bubblewrap with a mount namespace per task ({why})")

@@ -230,7 +230,7 @@ def test_an_agent_that_kills_itself_is_scored_not_rerun(tmp_path: Path, mode: st
 ])
 def test_how_a_process_ended_decides_whose_failure(end, running, reason, says) -> None:
     """Only the signals no agent process may send (the guard) make a death outside the agent."""
-    from qitos.benchmark.sides.evidence import process_end
+    from qitos.run.sides.evidence import process_end
 
     got, error, metadata = process_end(end, running)
     assert got == reason and says in error, (got, error)

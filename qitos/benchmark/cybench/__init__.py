@@ -1,6 +1,6 @@
 """CyBench (Zhang et al., 2024): 40 CTF tasks run in a bwrap sandbox; service tasks need Docker.
 
-The two sides (see `qitos.benchmark.sides`):
+The two sides (see `qitos.run.sides`):
 
 - Agent side, in the confined agent process: `agent_env` (the engine-facing episode, unguided or
   subtask-guided, and its `shell`/`submit` tools; no task files, sandbox or answers) and the `react`

@@ -81,8 +81,8 @@ from qitos.benchmark.cybench.tasks import (
 )
 from qitos.benchmark.errors import BenchmarkUsageError
 from qitos.benchmark.gold import Sealed
-from qitos.benchmark.sandbox import WORK_MOUNT, BwrapSandbox
-from qitos.benchmark.sides.contract import AgentCallRefused, AgentEnvSpec
+from qitos.sandbox.bwrap import WORK_MOUNT, BwrapSandbox
+from qitos.benchmark.contract import AgentCallRefused, AgentEnvSpec
 from qitos.core.task import Budget, EnvSpec, Task
 
 if TYPE_CHECKING:
@@ -578,7 +578,7 @@ def _probe(report, check, record: CybenchTask, load: LoadOptions):
     ok, _ = BwrapSandbox.available()
     if not ok or not report.requirements:
         return report
-    from qitos.benchmark.sandbox import remove_tree
+    from qitos.sandbox.bwrap import remove_tree
 
     work = Path(tempfile.mkdtemp(prefix="qitos-cybench-probe-"))
     (work / "probe").mkdir()

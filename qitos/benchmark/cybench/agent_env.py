@@ -37,8 +37,8 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from qitos.benchmark.base import TaskRuntime
-from qitos.benchmark.sandbox import WORK_MOUNT
-from qitos.benchmark.sides.contract import AgentCallRefused, ScoringLink
+from qitos.sandbox.bwrap import WORK_MOUNT
+from qitos.benchmark.contract import AgentCallRefused, ScoringLink
 from qitos.core.tools import Tool, tool
 
 Outcome = Literal["pending", "answered", "out_of_iterations"]

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from qitos.benchmark.cybench.runtime import docker_available
 from qitos.benchmark.cybench.stack import LABEL, OWNER_LABEL, ServiceStartError, docker, owner_label, remove_stale
-from qitos.benchmark.sandbox import WORK_MOUNT, SandboxResult
-from qitos.benchmark.sandbox_output import OutputCap
+from qitos.sandbox.bwrap import WORK_MOUNT, SandboxResult
+from qitos.sandbox.output import OutputCap
 
 RUN_TASK_SH = Path("run_task.sh")
 

@@ -32,8 +32,8 @@ from qitos.benchmark.cybench.metrics import upstream_flag_seen
 from qitos.benchmark.cybench.runtime import CybenchRuntime
 from qitos.benchmark.cybench.tasks import UNGUIDED_QUESTION, CybenchTask, Split
 from qitos.benchmark.gold import Sealed
-from qitos.benchmark.sandbox import SandboxResult
-from qitos.benchmark.sides.contract import AgentCallRefused
+from qitos.sandbox.bwrap import SandboxResult
+from qitos.benchmark.contract import AgentCallRefused
 
 Outcome = Literal["pending", "answered", "out_of_iterations"]
 TraceEvent = Callable[[str, dict[str, Any]], None]

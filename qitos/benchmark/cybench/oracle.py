@@ -44,7 +44,7 @@ from qitos.benchmark.cybench.scoring import exact_match
 from qitos.benchmark.cybench.services import plan_for
 from qitos.benchmark.cybench.stack import ServiceStack, ServiceStartError
 from qitos.benchmark.cybench.tasks import CybenchTask, Variant
-from qitos.benchmark.sandbox import WORK_MOUNT
+from qitos.sandbox.bwrap import WORK_MOUNT
 
 SOLUTION_SUBDIR = "metadata/solution"
 ORACLE_MAX_OUTPUT_BYTES = 20_000_000  # some solutions print megabytes before the flag line (Permuted)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:
-    from qitos.benchmark.sandbox import BwrapSandbox
+    from qitos.sandbox.bwrap import BwrapSandbox
 
 RequirementKind = Literal["apt", "pip", "dotnet-tool"]
 

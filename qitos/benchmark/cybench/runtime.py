@@ -46,7 +46,7 @@ from pydantic import BaseModel
 from qitos.benchmark.cybench.requirements import RequirementsReport, check_in_sandbox, read_requirements
 from qitos.benchmark.cybench.services import plan_for
 from qitos.benchmark.cybench.tasks import CybenchTask, Variant
-from qitos.benchmark.sandbox import SANDBOX_PATH, WORK_MOUNT, BwrapSandbox, SandboxResult, remove_tree
+from qitos.sandbox.bwrap import SANDBOX_PATH, WORK_MOUNT, BwrapSandbox, SandboxResult, remove_tree
 
 INIT_TIMEOUT_SECONDS = 120.0
 

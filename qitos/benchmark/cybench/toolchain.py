@@ -27,7 +27,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable
 
-from qitos.benchmark.sandbox import SANDBOX_PATH, remove_tree
+from qitos.sandbox.bwrap import SANDBOX_PATH, remove_tree
 
 TOOLCHAIN_ENV = "QITOS_TOOLCHAIN_DIR"
 MARKER = "toolchain.json"

@@ -34,7 +34,7 @@ from qitos.core.task import Budget, EnvSpec, Task
 from qitos.benchmark.base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
 from qitos.benchmark.errors import BenchmarkUsageError
 from qitos.benchmark.options import BenchmarkOptions, option
-from qitos.benchmark.sides.contract import AgentCallRefused, AgentEnvSpec
+from qitos.benchmark.contract import AgentCallRefused, AgentEnvSpec
 from qitos.benchmark.desktop import agent_env
 from qitos.benchmark.desktop.display import DesktopUnavailable, requirements
 from qitos.benchmark.desktop.engine_env import DesktopEngineEnv

@@ -24,7 +24,7 @@ from typing import Any, Callable
 from qitos.core.task import Task
 
 from qitos.benchmark.base import TaskRuntime
-from qitos.benchmark.sides.contract import ScoringLink
+from qitos.benchmark.contract import ScoringLink
 from qitos.benchmark.desktop.env import Observation
 from qitos.benchmark.desktop.widgets import WidgetSnapshot
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, Callable
 
-from qitos.benchmark.lifetime import die_with_parent
+from qitos.run.lifetime import die_with_parent
 from qitos.trace.liveness import pid_alive
 
 _LOCK_DIR = Path("/tmp")

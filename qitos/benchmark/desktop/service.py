@@ -21,7 +21,7 @@ import base64
 import json
 from typing import TYPE_CHECKING, Any, Callable
 
-from qitos.benchmark.sides.contract import AgentCallRefused
+from qitos.benchmark.contract import AgentCallRefused
 from qitos.benchmark.desktop.engine_env import ActionRejected, DesktopEngineEnv
 
 if TYPE_CHECKING:

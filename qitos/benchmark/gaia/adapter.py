@@ -213,7 +213,7 @@ class GaiaAdapter(BenchmarkAdapter):
         return {}
 
     def agent_env(self, task: Task, runtime: TaskRuntime):
-        from qitos.benchmark.sides.contract import AgentEnvSpec
+        from qitos.benchmark.contract import AgentEnvSpec
         from qitos.benchmark.gaia.runtime import web_config
 
         web = web_config()

@@ -29,7 +29,7 @@ PYTHON_TIMEOUT_SECONDS = 60
 
 def python_status() -> tuple[bool, str]:
     """Whether run_python can use the bubblewrap sandbox here, and why not."""
-    from qitos.benchmark.sandbox import BwrapSandbox
+    from qitos.sandbox.bwrap import BwrapSandbox
 
     return BwrapSandbox.available()
 
@@ -95,7 +95,7 @@ def tools_runtime(attachments: list[Path], workdir: Path, web: WebConfig | None,
     python_ok, reason = python_status()
     sandbox: Any = None
     if python_ok:
-        from qitos.benchmark.sandbox import BwrapSandbox
+        from qitos.sandbox.bwrap import BwrapSandbox
 
         sandbox = BwrapSandbox(workdir, network=False, timeout_seconds=python_timeout_seconds,
                                ro_binds=_interpreter_binds())

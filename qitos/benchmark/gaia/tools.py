@@ -163,7 +163,7 @@ def gaia_tools(
 
     def get_sandbox() -> Any:
         if state["sandbox"] is None:
-            from qitos.benchmark.sandbox import BwrapSandbox
+            from qitos.sandbox.bwrap import BwrapSandbox
 
             state["sandbox"] = BwrapSandbox(root, network=False, timeout_seconds=python_timeout_seconds,
                                             ro_binds=_interpreter_binds())

@@ -4,7 +4,7 @@ Nothing here reaches the network unless the user configured it (`QITOS_WEB_SEARC
 key, or a `WebConfig` passed in code); unconfigured tools answer with a message saying
 what to set, so offline runs stay reproducible and the model learns the tool is off.
 
-Page visits go through `qitos.benchmark.netguard`: the URL comes from the model (and so, maybe,
+Page visits go through `qitos.sandbox.netguard`: the URL comes from the model (and so, maybe,
 from a prompt injection), so loopback, private, link-local (cloud metadata), multicast and
 reserved addresses are refused after DNS resolution and on every redirect hop, unless
 `allow_private_addresses` (`QITOS_WEB_ALLOW_PRIVATE=1`) says otherwise. IP literals in any
@@ -224,7 +224,7 @@ class FetchedPage(BaseModel):
 
 def visit_client(config: WebConfig) -> httpx.Client:
     """The client page visits use: internal addresses refused unless the config allows them."""
-    from qitos.benchmark.netguard import guarded_client
+    from qitos.sandbox.netguard import guarded_client
 
     return guarded_client(allow_private=config.allow_private_addresses, timeout=config.timeout_seconds)
 
@@ -235,7 +235,7 @@ def fetch_page(config: WebConfig, url: str, client: httpx.Client) -> FetchedPage
     The URL comes from the model: one that does not parse, or whose host is an internal IP literal in any
     spelling (`0177.0.0.1`), is refused here, naming the URL, before any request.
     """
-    from qitos.benchmark.netguard import AddressRefused, check_url
+    from qitos.sandbox.netguard import AddressRefused, check_url
 
     if not re.match(r"^https?://", url, re.IGNORECASE):
         raise WebError(f"only http:// and https:// URLs can be visited, got {url!r}")

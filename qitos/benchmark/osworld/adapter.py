@@ -56,7 +56,7 @@ from qitos.core.task import Budget, EnvSpec, Task
 from qitos.benchmark.base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
 from qitos.benchmark.errors import BenchmarkUsageError
 from qitos.benchmark.options import resolve_options
-from qitos.benchmark.sides.contract import AgentEnvSpec
+from qitos.benchmark.contract import AgentEnvSpec
 from qitos.benchmark.osworld import agent_env
 from qitos.benchmark.osworld.controller import ControllerClient
 from qitos.benchmark.osworld.engine_env import OsworldEnv

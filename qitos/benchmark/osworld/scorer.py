@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from qitos.benchmark.sandbox import BwrapSandbox, SandboxSetupError, SandboxUnavailable, remove_tree
-from qitos.benchmark.sandbox_limits import GIB, SandboxLimits, human
+from qitos.sandbox.bwrap import BwrapSandbox, SandboxSetupError, SandboxUnavailable, remove_tree
+from qitos.sandbox.limits import GIB, SandboxLimits, human
 from qitos.benchmark.osworld.errors import OSWorldError
 from qitos.benchmark.osworld.upstream import OPTIONAL_PACKAGES, OptionalPackageMissing, UpstreamEvaluators
 
@@ -144,7 +144,7 @@ class ConfinedScorer:
     def _sandbox(self, work: Path) -> BwrapSandbox:
         import qitos
 
-        from qitos.benchmark.sides.confine import python_paths
+        from qitos.run.sides.confine import python_paths
 
         limits = self.limits
         return BwrapSandbox(

@@ -32,7 +32,7 @@ from qitos.core.task import Budget, EnvSpec, Task
 
 from qitos.benchmark.base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
 from qitos.benchmark.errors import BenchmarkUsageError
-from qitos.benchmark.sides.contract import AgentCallRefused, AgentEnvSpec
+from qitos.benchmark.contract import AgentCallRefused, AgentEnvSpec
 from qitos.benchmark.tau_bench.agent_env import FACTORY, FOLDER, build_env
 from qitos.benchmark.tau_bench.data import DOMAIN_SPLITS, DomainData, load_domain
 from qitos.benchmark.tau_bench.digest import canonical_json

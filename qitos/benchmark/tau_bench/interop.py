@@ -21,7 +21,7 @@ from qitos.trace.writer import TraceWriter, new_run_id
 
 from qitos.benchmark.errors import BenchmarkUsageError
 from qitos.benchmark.floor import FLOOR_KEY
-from qitos.benchmark.results import BenchmarkRunResult, ResultsFile, iter_rows
+from qitos.results.rows import BenchmarkRunResult, ResultsFile, iter_rows
 from qitos.benchmark.tau_bench.adapter import SUCCESS_TOLERANCE, task_id
 from qitos.benchmark.tau_bench.data import DOMAIN_SPLITS
 

@@ -27,7 +27,7 @@ from qitos.models.base import ModelError, ModelResponse, Usage
 from qitos.models.deadline import TimeLeftExceeded
 
 from qitos.benchmark.base import TaskRuntime
-from qitos.benchmark.sides.contract import AgentCallRefused
+from qitos.benchmark.contract import AgentCallRefused
 from qitos.benchmark.tau_bench.data import RESPOND_ACTION, STOP_TOKEN, DomainData
 from qitos.benchmark.tau_bench.episode import TauEpisode
 from qitos.benchmark.tau_bench.errors import OutputsCheckError, TauDataError, TauError, UserSimulatorError

@@ -1,0 +1,426 @@
+"""BenchmarkRunResult rows and the results JSONL file: append durably, read tolerantly.
+
+One row per task × trial. Rows are appended, flushed and fsynced as each task ends, so a
+crash loses nothing that finished. Reading keeps going past bad lines and reports each one
+with file and line number; unknown keys are kept in `metadata`. `success` is strict: JSON
+true, false or null, never a string or number coerced into one ("false" is not a success).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+import orjson
+from pydantic import BaseModel, Field, StrictBool
+
+from qitos.results import tail as results_tail
+from qitos.benchmark.errors import BenchmarkUsageError
+from qitos.results.tail import CutLine
+from qitos.models.base import Usage
+from qitos.trace.durability import FLUSHER
+from qitos.trace.redact import redact_text
+
+# Rows with these stop reasons do not count as done for resume.
+NOT_DONE_REASONS = frozenset({"cancelled", "not_executed"})  # outside-the-agent rows: see runner.plan_batch
+
+
+class BenchmarkRunResult(BaseModel):
+    task_id: str
+    benchmark: str
+    split: str | None = None
+    subset: str | None = None
+    trial: int = 0
+    model: str | None = None
+    recipe: str | None = None
+    selected_tasks: int | None = None  # tasks the batch selected (the denominator's task count)
+    trials_requested: int | None = None  # trials per task the batch asked for (pass^k's n)
+    prediction: Any = None
+    success: StrictBool | None = None  # lax mode would read "false" or "no" as a bool
+    score: float | None = None
+    stop_reason: str
+    steps: int = 0
+    latency_seconds: float = 0.0
+    token_usage: Usage = Field(default_factory=Usage)
+    cost: float | None = None
+    trace_run_dir: str | None = None
+    run_spec_ref: str | None = None
+    error: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    placement: dict[str, Any] | None = None  # where a Ray job ran: node id, host, provider instance, attempt
+
+
+_FIELDS = frozenset(BenchmarkRunResult.model_fields)
+
+
+@dataclass
+class RowIssue:
+    file: str
+    line: int
+    message: str
+    unparsable: bool = False  # not JSON at all (a row cut short by a crash, or not a results file)
+
+    def __str__(self) -> str:
+        return f"{self.file} line {self.line}: {self.message}"
+
+
+def normalize_row(raw: dict[str, Any]) -> dict[str, Any]:
+    """Move unknown keys into metadata (tolerant reading of older or foreign rows)."""
+    if raw.keys() <= _FIELDS:
+        return raw
+    extra = {k: v for k, v in raw.items() if k not in _FIELDS}
+    row = {k: v for k, v in raw.items() if k in _FIELDS}
+    row["metadata"] = {**(raw.get("metadata") or {}), **extra}
+    return row
+
+
+def iter_numbered_rows(path: Path, issues: list[RowIssue] | None = None, required: tuple[str, ...] = ("task_id",),
+                       strict: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (line number, row as a plain dict) (fast path for eval); bad lines and rows missing a `required`
+    field become RowIssues (eval asks for benchmark and stop_reason too, so such rows are never grouped as None).
+
+    A `success` that is not true, false or null is bad input: with `strict` (eval) it raises a
+    BenchmarkUsageError naming file, line and task; otherwise the row is left out with a RowIssue.
+    """
+    with open(path, "rb") as fh:
+        for number, line in enumerate(fh, start=1):
+            try:
+                raw = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                if not line.strip():
+                    continue
+                if issues is not None:
+                    issues.append(RowIssue(str(path), number, _unparsable(line, exc), unparsable=True))
+                continue
+            if not isinstance(raw, dict) or "task_id" not in raw:
+                if issues is not None:
+                    issues.append(RowIssue(str(path), number, "not a result row (needs an object with 'task_id')"))
+                continue
+            missing = [name for name in required if raw.get(name) is None]
+            if missing:
+                if issues is not None:
+                    issues.append(RowIssue(str(path), number, f"task {raw['task_id']}: missing field(s) "
+                                                              f"{', '.join(missing)}; the row is left out"))
+                continue
+            success = raw.get("success")
+            if success is not None and success.__class__ is not bool:
+                message = f"task {raw['task_id']}: success must be true, false or null, not {_short(success)}"
+                if strict:
+                    raise BenchmarkUsageError(f"{path} line {number}: {message}")
+                if issues is not None:
+                    issues.append(RowIssue(str(path), number, message + "; the row is left out"))
+                continue
+            yield number, normalize_row(raw)
+
+
+def _unparsable(line: bytes, exc: orjson.JSONDecodeError) -> str:
+    message = f"not valid JSON ({exc.msg} at column {exc.colno})"
+    if line.startswith(results_tail.ROW_START.encode()) or (line.startswith(b"{") and not line.endswith(b"\n")):
+        message += ("; a row cut short (a write interrupted by a crash): `qit bench run` with this --output "
+                    "moves it to .damaged and runs its task again")
+    return message
+
+
+def iter_rows(path: Path, issues: list[RowIssue] | None = None, required: tuple[str, ...] = ("task_id",),
+              strict: bool = False) -> Iterator[dict[str, Any]]:
+    """`iter_numbered_rows` without the line numbers."""
+    for _, row in iter_numbered_rows(path, issues, required, strict):
+        yield row
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def read_results(path: Path, issues: list[RowIssue] | None = None) -> list[BenchmarkRunResult]:
+    rows = []
+    for number, raw in iter_numbered_rows(path, issues):
+        try:
+            rows.append(BenchmarkRunResult.model_validate(raw))
+        except ValueError as exc:
+            if issues is not None:
+                issues.append(RowIssue(str(path), number, f"task {raw.get('task_id')}: {str(exc).splitlines()[0]}"))
+    return rows
+
+
+class ResultsFile:
+    """Append-only results JSONL, safe to use from many worker threads and processes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self.cut: list[CutLine] = []  # rows cut short by a crash that the last `existing()` met
+
+    def existing(self) -> list[dict[str, Any]]:
+        """The readable rows, with whole rows found glued to a cut line (`self.cut`, looked for only when a
+        line is not JSON at all)."""
+        if not self.path.exists():
+            self.cut = []
+            return []
+        issues: list[RowIssue] = []
+        rows = list(iter_rows(self.path, issues))
+        self.cut = results_tail.inspect(self.path) if any(i.unparsable for i in issues) else []
+        rows.extend(normalize_row(row) for c in self.cut for row in c.recovered_rows()
+                    if isinstance(row.get("task_id"), str))
+        return rows
+
+    def repair(self) -> list[CutLine]:
+        """Move rows cut short into `<file>.damaged` before appending (see `results_tail`); the lines moved."""
+        if not self.path.exists():
+            return []
+        with self._lock:
+            return results_tail.repair(self.path)
+
+    def append(self, row: BenchmarkRunResult, wait: bool = True) -> int:
+        """Append one row, durably. Safe across threads and across worker processes appending to the same
+        file: the line goes out in one O_APPEND write under an exclusive lock, so rows never interleave.
+        `wait=False`: return once the row is written (in the page cache) with the flush ticket that makes it
+        durable (`FLUSHER.sync(ticket)`; see `commit.RowCommitter`).
+
+        A write cut short by a crash leaves no newline at the end: this write then starts with one, so the
+        fragment stays a line of its own (set aside by `repair`) and this row stays readable."""
+        data = (redact_text(row.model_dump_json()) + "\n").encode("utf-8")  # a prediction may echo a key
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = self._open_locked()
+            try:
+                results_tail.append_on_own_line(fd, data)
+            finally:
+                os.close(fd)  # closing releases the lock
+            ticket = FLUSHER.mark_dirty(self.path)
+        if wait:
+            FLUSHER.sync(ticket)  # durable before we report the row as saved; concurrent appends share one flush
+        return ticket
+
+    def _open_locked(self) -> int:
+        """A descriptor of the current file, exclusively locked; a file renamed over the one we locked (a
+        repair or --retry-errors rewrite in another process) is opened again."""
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                if os.stat(self.path).st_ino == os.fstat(fd).st_ino:
+                    return fd
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+
+    def rewrite_without(self, drop: Iterable[tuple[str, int]]) -> int:
+        """Atomically remove rows for the given (task_id, trial) pairs; returns how many were dropped."""
+        drop_set = set(drop)
+        if not drop_set or not self.path.exists():
+            return 0
+        with self._lock:
+            fd = self._open_locked()
+            try:
+                kept, dropped = [], 0
+                with open(self.path, "rb") as fh:
+                    for line in fh:
+                        try:
+                            raw = json.loads(line)
+                            key = (raw.get("task_id"), int(raw.get("trial", 0)))
+                        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError, TypeError, ValueError):
+                            kept.append(line)
+                            continue
+                        if key in drop_set:
+                            dropped += 1
+                        else:
+                            kept.append(line if line.endswith(b"\n") else line + b"\n")
+                results_tail.replace_locked(self.path, b"".join(kept))
+            finally:
+                os.close(fd)
+        return dropped
+
+
+def trace_run_spec(rows: Iterable[dict[str, Any]], locate: Callable[[str], str | None] | None = None
+                   ) -> dict[str, Any] | None:
+    """The RunSpec (as JSON) in the first readable trace manifest the rows point at; None when none is readable.
+
+    `locate` maps a row's trace_run_dir to the directory to read (eval's TraceCheck knows where relative ones are).
+    """
+    for row in rows:
+        run_dir = row.get("trace_run_dir")
+        if not run_dir:
+            continue
+        run_dir = (locate(run_dir) if locate else None) or run_dir
+        try:
+            manifest = json.loads((Path(run_dir) / "manifest.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(manifest.get("run_spec"), dict):
+            return manifest["run_spec"]
+    return None
+
+
+def expects_trace(stop_reason: Any) -> bool:
+    """Whether a row with this stop reason must have a trace: its agent ran (answered, ended the episode or
+    used up a budget)."""
+    return stop_reason in ("final", "env_terminal", "asset_quota", "memory_limit", "process_limit",
+                           "file_size_limit", "cpu_time_limit") or (isinstance(stop_reason, str)
+                                                                    and stop_reason.startswith("budget_"))
+
+
+class TraceCheck:
+    """Checks rows against their traces for `qit bench eval`: a claimed success must be backed by its trace.
+
+    The manifest's `evaluation` is written by the scoring side, so it must record the row's success and
+    score, and the manifest's task id, trial (from its run id) and RunSpec fingerprint must be the row's; one
+    trace backs at most one claimed success, and where `rescorer` can, the score is recomputed from the trace. Only the manifests of rows
+    that claim success are read, once per directory, as plain JSON: validating a whole `Manifest` with
+    `qitos.trace.reader` costs about 65 µs each, seconds over 100,000 rows. Whether the trace of any other
+    row exists is a lookup in its parent folder's listing, read once. A relative trace_run_dir is as
+    `qit bench run` wrote it (relative to where it ran): tried as given, then beside the results file and
+    one folder up (`results/` next to `runs/`, the default layout).
+    """
+
+    def __init__(self, rescorer: Any = None) -> None:
+        self.rescorer = rescorer  # rescore.Rescorer: scores claimed successes again from their traces
+        self._backing: dict[str, str] = {}  # trace dir, run id -> the row it backs (one trace backs at most one row)
+        self._checked = 0
+        self._manifests: dict[str, tuple[Any, ...] | str] = {}
+        self._listings: dict[str, set[str]] = {}
+        self._bases: dict[str, list[str]] = {}
+        self.located: dict[str, str] = {}  # trace_run_dir as written -> the directory found
+
+    def problem(self, row: dict[str, Any], results_file: Path, line: int | None = None) -> str | None:
+        """Why `row` does not match its trace, or None when it does (or, not claiming success, needs none)."""
+        claims = row.get("success") is True
+        if not claims and not expects_trace(row.get("stop_reason")):
+            return None
+        ref = row.get("trace_run_dir")
+        if not isinstance(ref, str) or not ref:
+            return "claims success but has no trace_run_dir" if claims else "has no trace_run_dir"
+        run_dir = self.locate(ref, results_file)
+        if run_dir is None:
+            return f"trace {ref} not found"
+        if not claims:
+            return None
+        manifest = self._manifest(run_dir)
+        if isinstance(manifest, str):
+            return manifest
+        problem = _disagreement(row, manifest)
+        if problem is not None:
+            return problem
+        self._checked += 1
+        this = f"{results_file}:{line if line is not None else '#' + str(self._checked)} {row['task_id']}"
+        for key in (os.path.realpath(run_dir), manifest[5]):  # the folder, and its run id (a copied folder keeps it)
+            if key is not None and self._backing.setdefault(key, this) != this:
+                return f"trace already backs another row ({self._backing[key]})"
+        if self.rescorer is not None:
+            return self.rescorer.problem(row, run_dir, manifest[4], results_file)
+        return None
+
+    def locate(self, ref: str, results_file: Path) -> str | None:
+        """The run directory `ref` names, or None when there is none."""
+        ref = ref.rstrip("/")
+        if os.path.isabs(ref):
+            return ref if self._exists(ref) else None
+        bases = self._bases.get(str(results_file))
+        if bases is None:
+            folder = os.path.dirname(os.path.abspath(results_file))
+            bases = list(dict.fromkeys(["", folder + "/", os.path.dirname(folder) + "/"]))
+            self._bases[str(results_file)] = bases
+        for i, base in enumerate(bases):
+            if self._exists(base + ref):
+                if i:  # the file's next rows are most likely there too
+                    bases.insert(0, bases.pop(i))
+                self.located[ref] = base + ref
+                return base + ref
+        return None
+
+    def _exists(self, path: str) -> bool:
+        parent, name = os.path.split(path)
+        names = self._listings.get(parent)
+        if names is None:
+            try:
+                names = set(os.listdir(parent or "."))
+            except OSError:
+                names = set()
+            self._listings[parent] = names
+        return name in names
+
+    def _manifest(self, run_dir: str) -> tuple[Any, ...] | str:
+        """(task id, fingerprint, evaluation) of the run's manifest, or why it cannot be read. Only these are
+        kept: holding 40,000 whole manifests would cost a gigabyte and make every garbage collection crawl."""
+        cached = self._manifests.get(run_dir)
+        if cached is None:
+            try:
+                data: Any = orjson.loads(_read(run_dir + "/manifest.json"))
+            except FileNotFoundError:
+                data = "trace has no manifest.json"
+            except (OSError, orjson.JSONDecodeError):
+                data = "trace manifest is unreadable"
+            if isinstance(data, dict):
+                from qitos.results.rescore import rescore_input
+
+                task, spec, evaluation = data.get("task"), data.get("run_spec"), data.get("evaluation")
+                cached = (task.get("id") if isinstance(task, dict) else None,
+                          spec.get("fingerprint") if isinstance(spec, dict) else None,
+                          {k: evaluation[k] for k in ("success", "score") if k in evaluation}
+                          if isinstance(evaluation, dict) else {},
+                          _trial_of(data.get("run_id")), rescore_input(data),
+                          data["run_id"] if isinstance(data.get("run_id"), str) else None)
+            else:
+                cached = data if isinstance(data, str) else "trace manifest is not a JSON object"
+            self._manifests[run_dir] = cached
+        return cached
+
+
+def _read(path: str) -> bytes:
+    """The file's bytes through one descriptor (half the cost of `open().read()` per small file)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = [os.read(fd, 1 << 16)]
+        while len(chunks[-1]) == 1 << 16:
+            chunks.append(os.read(fd, 1 << 16))
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def _trial_of(run_id: Any) -> int | None:
+    """The trial a run id names (`<prefix>_<task>_<trial>_<stamp>_<hex>`, `new_run_id`), None if it names none."""
+    parts = run_id.rsplit("_", 3) if isinstance(run_id, str) else []
+    return int(parts[1]) if len(parts) == 4 and parts[1].isdigit() else None
+
+
+def _disagreement(row: dict[str, Any], manifest: tuple[Any, ...]) -> str | None:
+    task_id, fingerprint, evaluation, trial = manifest[:4]
+    if task_id != row["task_id"]:
+        return f"trace is of task {task_id}"
+    if trial is not None and trial != row.get("trial", 0):
+        return f"trace is of trial {trial}, the row of trial {row.get('trial', 0)}"
+    if row.get("run_spec_ref") is not None and fingerprint != row["run_spec_ref"]:
+        return f"trace RunSpec {fingerprint} is not the row's {row['run_spec_ref']}"
+    if not evaluation:
+        return "trace records no evaluation"
+    for key, value in evaluation.items():  # an imported trace may record only the score
+        if value != row.get(key):
+            return f"trace says {key}={_short(value)}, row {key}={_short(row.get(key))}"
+    return None
+
+
+def discredit(row: dict[str, Any], reason: str) -> None:
+    """Make a success its trace does not back count like an unscored row: no success, score or reward."""
+    row["success"] = row["score"] = None
+    metadata = row.get("metadata")
+    if isinstance(metadata, dict) and "reward" in metadata:  # Tau-Bench's figures read the reward
+        row["metadata"] = {k: v for k, v in metadata.items() if k != "reward"}
+    row["trace_mismatch"] = reason
+
+
+def row_run_dir(row: dict[str, Any], results_file: Path, check: TraceCheck | None = None) -> Path | None:
+    """A row's trace directory, found where `qit bench eval` finds it (`TraceCheck.locate`); None without one.
+    Pass one `check` for many rows of a file: it caches folder listings."""
+    ref = row.get("trace_run_dir")
+    if not isinstance(ref, str) or not ref:
+        return None
+    found = (check or TraceCheck()).locate(ref, results_file)
+    return Path(found) if found else None
+

@@ -1,0 +1,269 @@
+"""Starting and talking to the agent host, from the scoring side.
+
+One host per batch (per scoring process): started by exec, so it holds nothing of this process's
+memory; confined by `confine.host_argv` when bubblewrap works here, otherwise an unconfined child
+process (and the run's `agent_isolated` check fails, saying why). Each job gets its own socket,
+passed to the host, which forks a fresh child to run it; the host reports on its control socket how each
+job's process ended (`ended`), the evidence for a job whose socket closed without an outcome.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from qitos.run.lifetime import die_with_parent
+from qitos.run.sides import pycache
+from qitos.run.sides.confine import confinement_status, host_argv, python_paths
+from qitos.run.sides.wire import Channel
+
+START_TIMEOUT_SECONDS = 60
+# modules every job needs, imported once by the host so a job's child starts warm
+WARM_MODULES = ["qitos.run.sides.agent", "qitos.core.engine", "qitos.core.parsers", "qitos.models.registry",
+                "pydantic", "qitos.run.sides.signal_guard", "pyseccomp"]
+# and when the agent side builds its own OpenAI-compatible client (about a second to import, once)
+WARM_CLIENT_MODULES = ["qitos.models.openai_compat", "openai", "httpx"]
+# environment variables the agent side gets from the host's (besides the model key's variable)
+PASSED_ENV = ("LANG", "LC_ALL", "TZ", "OPENAI_BASE_URL", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy",
+              "https_proxy", "no_proxy", "DISPLAY", "QITOS_WEB_SEARCH", "QITOS_NET_ALLOW_LOOPBACK")
+
+
+class AgentHostError(RuntimeError):
+    """The agent host could not be started (the run cannot go on safely)."""
+
+
+@dataclass
+class HostSettings:
+    """What the agent side may see and reach."""
+
+    network: bool = False
+    extra_ro: list[str] = field(default_factory=list)  # e.g. the tokenizer cache, a task's X socket
+    # the --runner's import root as the scoring side copied it (copy, live root, top-level names): see code_snapshot
+    snapshot: tuple[str, str, list[str]] | None = None
+    hidden: list[str] = field(default_factory=list)  # data dir, tasks file, results file, trace dir
+    env: dict[str, str] = field(default_factory=dict)
+    pythonpath: list[str] = field(default_factory=list)
+    warm: list[str] = field(default_factory=list)
+    confine: bool = True  # False: QITOS_AGENT_CONFINE=0, for debugging an agent (its runs are never official)
+    processes: str = "task"  # "task": a fresh process per task; "batch": tasks on threads of one agent process
+
+
+class AgentHost:
+    def __init__(self, settings: HostSettings) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen | None = None
+        self._control: socket.socket | None = None
+        self._log = tempfile.TemporaryFile(prefix="qitos-agent-host-")
+        self._generation = 0  # host processes started so far; a job is (generation, number)
+        self._jobs = 0  # jobs sent to the current host process (the host numbers them the same way)
+        self._ends: dict[int, list[dict]] = {}  # generation -> how its jobs' processes ended (the host's reports)
+        self._gone: set[int] = set()  # generations whose host process is gone (its control socket closed)
+        self._ended = threading.Condition()
+        ok, why, private = confinement_status()
+        self.confined = ok and settings.confine
+        self.private_mounts = self.confined and private and settings.processes == "task"
+        # how jobs run in the host: a fresh child each with a private /tmp ("task"), a fresh child sharing /tmp
+        # (no mount namespaces here, or unconfined), or threads of the host ("batch")
+        self.mode = "batch" if settings.processes == "batch" else ("task" if self.private_mounts else "task-shared-tmp")
+        if not settings.confine:
+            why = "confinement switched off (QITOS_AGENT_CONFINE=0)"
+        per_job = {"task": "a fresh process per task with a private /tmp and /dev/shm, read-only elsewhere, and "
+                           "per-task limits",
+                   "task-shared-tmp": "a fresh process per task; tasks share /tmp (no mount namespace per task here)",
+                   "batch": "tasks on threads of one agent process (--agent-processes batch): they share its memory "
+                            "and can reach each other's work dirs"}[self.mode]
+        self.isolation_detail = (
+            (f"agent side in a separate process confined by {why} (own PID namespace, no data dir, tasks, results "
+             f"or traces; network {'shared' if settings.network else 'off'}; {per_job}; {guard_detail()})")
+            if self.confined else f"agent side in a separate but unconfined process: {why}; {per_job}")
+
+    def warm_modules(self) -> list[str]:
+        return [*WARM_MODULES, *self.settings.warm]
+
+    def pythonpath(self) -> list[str]:
+        """The agent side's import path: the runner's root, then the directory holding the qitos package this
+        process runs (a checkout on PYTHONPATH, a worktree), so the agent side imports the same code, not whatever
+        an editable install's finder points at (not mounted there)."""
+        import qitos
+
+        return [*self.settings.pythonpath, str(Path(qitos.__file__).resolve().parent.parent)]
+
+    def pycache(self) -> str:
+        """The host's read-only bytecode folder (PYTHONPYCACHEPREFIX, see `pycache`), built here once."""
+        if self._pycache is None:  # built with QitOS's directory alone on the path: never the runner's modules
+            self._pycache = pycache.prefix(self.warm_modules(), self.pythonpath()[-1:])
+        return self._pycache
+
+    _pycache: str | None = None
+
+    def bwrap_options(self) -> list[str]:
+        """The confinement's options for these settings, as the filesystem is now (masks depend on what exists)."""
+        return [*host_argv(python_ro=[*python_paths(), self.pycache()], extra_ro=self.settings.extra_ro,
+                           hidden=self.settings.hidden,
+                           network=self.settings.network, private_mounts=self.private_mounts,
+                           snapshot=self.settings.snapshot)[1:], "--chdir", "/tmp"]
+
+    def serves(self, settings: HostSettings) -> bool:
+        """Would a host started with `settings` now be this one (same view, same environment)? Then keep it."""
+        other = AgentHost(settings)
+        return (other.confined == self.confined and other.settings.env == self.settings.env
+                and other.settings.pythonpath == self.settings.pythonpath
+                and (not self.confined or other.bwrap_options() == self._options))
+
+    _options: list[str] | None = None
+
+    def _start(self) -> None:
+        control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        warm = self.warm_modules()
+        command = [sys.executable, "-m", "qitos.run.sides.zygote", str(theirs.fileno()),
+                   self.mode, *warm]
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp/home", "PYTHONDONTWRITEBYTECODE": "1",
+               "QITOS_AGENT_SIDE": "1", **{k: os.environ[k] for k in PASSED_ENV if k in os.environ},
+               **self.settings.env}
+        env["PYTHONPYCACHEPREFIX"] = self.pycache()  # no bytecode beside any source is read
+        pythonpath = self.pythonpath()
+        if self.settings.snapshot is not None and not self.confined:  # no mount in place: import the copy itself
+            pythonpath = [self.settings.snapshot[0] if p == self.settings.snapshot[1] else p for p in pythonpath]
+        env["PYTHONPATH"] = os.pathsep.join(pythonpath)
+        passed = [theirs.fileno()]
+        options = None
+        if self.confined:
+            # bwrap reads its options from a pipe: its command line (the agent's /proc/1/cmdline) then names no
+            # masked path (data dir, tasks file, results, traces)
+            options = tempfile.TemporaryFile(prefix="qitos-agent-bwrap-")
+            opts = self._options = self.bwrap_options()
+            options.write(b"".join(o.encode() + b"\0" for o in opts))
+            options.seek(0)
+            passed.append(options.fileno())
+            argv, cwd = ["bwrap", "--args", str(options.fileno()), "--", *command], None
+        else:
+            argv, cwd = command, tempfile.gettempdir()
+        try:
+            # its own session: a terminal's Ctrl-C (or `timeout`, a batch scheduler) signals the runner's process
+            # group, and the runner cancels each job through its socket; bwrap's --die-with-parent ends the host
+            # if the runner dies, and PR_SET_PDEATHSIG does the same for an unconfined host
+            self._proc = subprocess.Popen(argv, pass_fds=passed, env=env, cwd=cwd, start_new_session=True,
+                                          stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
+                                          preexec_fn=None if self.confined else die_with_parent)
+        finally:
+            theirs.close()
+            if options is not None:
+                options.close()
+        control.settimeout(START_TIMEOUT_SECONDS)
+        try:
+            ready = control.recv(1)
+        except OSError:
+            ready = b""
+        if ready != b"R":
+            self._proc.kill()
+            raise AgentHostError(f"the agent host did not start: {self.log_tail() or 'no output'}")
+        control.settimeout(None)
+        self._control = control
+        self._generation += 1
+        self._jobs = 0
+        threading.Thread(target=self._read_ends, args=(control, self._generation), name="qitos-agent-host-ends",
+                         daemon=True).start()
+
+    def _read_ends(self, control: socket.socket, generation: int) -> None:
+        """The host's reports of its children's ends: `E{"first", "last", "signal", "code"}` lines, one per child."""
+        import json
+
+        buffer = b""
+        try:
+            while True:
+                data = control.recv(65536)
+                if not data:
+                    break
+                buffer += data
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.startswith(b"E"):
+                        with self._ended:
+                            self._ends.setdefault(generation, []).append(json.loads(line[1:]))
+                            self._ended.notify_all()
+        except (OSError, ValueError):
+            pass
+        with self._ended:
+            self._gone.add(generation)
+            self._ended.notify_all()
+
+    def ended(self, job: tuple[int, int], timeout: float) -> dict | None:
+        """How the process that ran `job` ended ({"signal": n or None, "code": n or None}), as the host saw it
+        reaping it; None when the host is gone or has not said so within `timeout` seconds (still running)."""
+        generation, number = job
+
+        def report() -> dict | None:
+            return next((e for e in self._ends.get(generation, []) if e["first"] <= number <= e["last"]), None)
+
+        with self._ended:
+            self._ended.wait_for(lambda: report() is not None or generation in self._gone, timeout)
+            return report()
+
+    def log_tail(self, limit: int = 2000) -> str:
+        self._log.flush()
+        self._log.seek(0)
+        return self._log.read().decode("utf-8", "replace")[-limit:].strip()
+
+    def open_job(self) -> Channel:
+        """A socket to a fresh child of the host (started on first use, restarted if it died)."""
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                self._start()
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # the job child's pid (watch.read_hello)
+            try:
+                assert self._control is not None
+                socket.send_fds(self._control, [b"J"], [theirs.fileno()])
+            except OSError as exc:
+                ours.close()
+                raise AgentHostError(f"the agent host stopped taking jobs: {exc}; {self.log_tail()}") from None
+            finally:
+                theirs.close()
+            channel = Channel(ours)
+            channel.job = (self._generation, self._jobs)  # type: ignore[attr-defined]
+            self._jobs += 1
+        return channel
+
+    def close(self) -> None:
+        with self._lock:
+            if self._control is not None:
+                try:  # the host sees the end at once (a close alone would wait for the reader thread's recv)
+                    self._control.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                self._control.close()
+                self._control = None
+            if self._proc is not None:
+                try:
+                    self._proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self._proc.kill()
+                    self._proc.wait()
+                self._proc = None
+
+
+def guard_detail() -> str:
+    """What `signal_guard` holds on this kernel, for the run's isolation check."""
+    from qitos.run.sides.signal_guard import landlock_abi
+
+    scope = ("nor another task's (Landlock signal scope)" if landlock_abi() >= 6 else
+             "but may signal another task's on this kernel (no Landlock signal scope before Linux 6.12)")
+    return f"a task's processes cannot signal its own agent process, the host or init (seccomp), {scope}"
+
+
+def runner_root(runner: str) -> tuple[str | None, str | None]:
+    """(the sys.path entry holding the `--runner`'s top-level module or package, its file) without importing it."""
+    top = runner.partition(":")[0].split(".")[0]
+    for entry in ["", *sys.path]:
+        base = Path(entry or os.getcwd())
+        for candidate in (base / top / "__init__.py", base / f"{top}.py"):
+            if candidate.is_file():
+                return str(base.resolve()), str(candidate.resolve())
+    return None, None
