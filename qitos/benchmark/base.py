@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -102,10 +103,23 @@ class RecipeContext:
         return self.oracle.open()
 
 
+@dataclass(frozen=True)
+class RecipeRef:
+    """A recipe's build function named as 'module:function' and imported when an agent is built: adapters name
+    their recipes (which sit in the layer above them, `qitos.recipes`) without importing them, as the benchmark
+    registry names the families."""
+
+    ref: str
+
+    def __call__(self, ctx: RecipeContext) -> "AgentModule":
+        module, _, attr = self.ref.partition(":")
+        return getattr(importlib.import_module(module), attr)(ctx)
+
+
 @dataclass
 class Recipe:
     name: str
-    build: Callable[[RecipeContext], "AgentModule"]
+    build: Callable[[RecipeContext], "AgentModule"]  # a function, or a RecipeRef naming one
     description: str = ""
     official: bool = True  # oracles and other validators are not official baselines
     needs_model: bool = True

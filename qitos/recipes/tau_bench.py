@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from qitos.benchmark.base import Recipe
 from qitos.benchmark.tau_bench.data import RESPOND_ACTION, TERMINATE_TOOLS
 from qitos.benchmark.tau_bench.engine_env import TauEngineEnv
 from qitos.core.agent import AgentModule, AgentState, StepOutcome
@@ -269,13 +268,6 @@ def build_few_shot(ctx: Any) -> AgentModule:
     return TauFewShotAgent(env, env.text("few_shot_prompt"))
 
 
-def _build_chat_react(use_reasoning: bool):
-    def build(ctx: Any) -> AgentModule:
-        return TauChatReactAgent(tau_env(ctx), use_reasoning=use_reasoning)
-
-    return build
-
-
 def build_oracle(ctx: Any) -> AgentModule:
     """Scoring side: the gold plan, and a scripted user that says the task's instruction (the scoring side's)."""
     env = tau_env(ctx)
@@ -284,31 +276,12 @@ def build_oracle(ctx: Any) -> AgentModule:
     return TauOracle(env, ctx.oracle_gold())
 
 
-def tau_recipes() -> dict[str, Recipe]:
-    return {
-        "tool-calling": Recipe(
-            "tool-calling", build_tool_calling,
-            "upstream's tool-calling agent: the policy as system prompt, native function calls, text goes to the user",
-            upstream=True,
-        ),
-        "react": Recipe(
-            "react", _build_chat_react(True), "upstream's ReAct agent: Thought + Action JSON in text, no native tools",
-            upstream=True,
-        ),
-        "act": Recipe("act", _build_chat_react(False), "upstream's Act agent: Action JSON in text, no native tools",
-                      upstream=True),
-        "few-shot": Recipe(
-            "few-shot", build_few_shot,
-            "upstream's few-shot tool-calling agent (--option num_few_shots=5 run_seed=10, as upstream)",
-            upstream=True,
-        ),
-        "tool-calling-repair": Recipe(
-            "tool-calling-repair", build_repair,
-            "NOT upstream's protocol: tool-calling whose invalid tool-argument JSON gets a repair message",
-            upstream=False,
-        ),
-        "oracle": Recipe(
-            "oracle", build_oracle, "plays the gold actions and states the outputs (validates the env; not a baseline)",
-            official=False, needs_model=False,
-        ),
-    }  # fmt: skip
+def build_react(ctx: Any) -> AgentModule:
+    """Upstream's ReAct agent: Thought + Action JSON in text."""
+    return TauChatReactAgent(tau_env(ctx), use_reasoning=True)
+
+
+def build_act(ctx: Any) -> AgentModule:
+    """Upstream's Act agent: Action JSON in text, no Thought."""
+    return TauChatReactAgent(tau_env(ctx), use_reasoning=False)
+

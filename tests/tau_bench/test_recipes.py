@@ -13,10 +13,8 @@ from qitos.benchmark.tau_bench.adapter import TauBenchAdapter
 from qitos.core.engine import Engine
 from qitos.core.stop import StopReason
 from qitos.models.scripted import ScriptedModel
-from qitos.recipes.tau_bench import _build_chat_react, build_oracle, build_repair, build_tool_calling
+from qitos.recipes.tau_bench import build_act, build_oracle, build_react, build_repair, build_tool_calling
 
-build_react = _build_chat_react(True)
-build_act = _build_chat_react(False)
 from qitos.trace.reader import load_run
 
 

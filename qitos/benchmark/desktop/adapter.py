@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from qitos.core.task import Budget, EnvSpec, Task
 
-from qitos.benchmark.base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
+from qitos.benchmark.base import (BenchmarkAdapter, Evaluation, LoadOptions, Recipe, RecipeRef, Requirement, TaskRuntime,
+                                  filter_tasks)
 from qitos.benchmark.errors import BenchmarkUsageError
 from qitos.benchmark.options import BenchmarkOptions, option
 from qitos.benchmark.contract import AgentCallRefused, AgentEnvSpec
@@ -107,14 +108,12 @@ class DesktopAdapter(BenchmarkAdapter):
         return [Requirement(name=item.split(" (")[0], ok=False, detail=item) for item in missing]
 
     def recipes(self) -> dict[str, Recipe]:
-        from qitos.recipes.computer_use import build_oracle_agent, build_react_computer_use
-
         return {
             "react-computer-use": Recipe(
-                "react-computer-use", build_react_computer_use,
+                "react-computer-use", RecipeRef("qitos.recipes.computer_use:build_react_computer_use"),
                 "one computer_13 action per step as JSON, from the instruction, widget text and screenshot "
                 "(attached as an image with --option vision=1)"),
-            "oracle": Recipe("oracle", build_oracle_agent, "plays each task's reference actions (no model)",
+            "oracle": Recipe("oracle", RecipeRef("qitos.recipes.computer_use:build_oracle_agent"), "plays each task's reference actions (no model)",
                              official=False, needs_model=False),
         }
 

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from qitos.core.task import Budget, EnvSpec, Resource, Task
 
-from qitos.benchmark.base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
+from qitos.benchmark.base import (BenchmarkAdapter, Evaluation, LoadOptions, Recipe, RecipeRef, Requirement, TaskRuntime,
+                                  filter_tasks)
 from qitos.benchmark.errors import BenchmarkUsageError
 from qitos.benchmark.options import BenchmarkOptions
 from qitos.benchmark.gaia.dataset import GAIA_SPLITS, GAIA_YEAR, HUB_REPO_ID, GaiaDataError, GaiaQuestion, find_split_dir, load_gaia
@@ -174,14 +175,12 @@ class GaiaAdapter(BenchmarkAdapter):
         return [data, python_requirement(), web_requirement()]
 
     def recipes(self) -> dict[str, Recipe]:
-        from qitos.recipes.gaia import build_oracle_agent, build_react_agent, build_tool_calling_agent
-
         return {
-            "react": Recipe("react", build_react_agent,
+            "react": Recipe("react", RecipeRef("qitos.recipes.gaia:build_react_agent"),
                             "ReAct text agent (react_text_v1) with the GAIA prompt and tools; ends with FINAL ANSWER"),
-            "tool-calling": Recipe("tool-calling", build_tool_calling_agent,
+            "tool-calling": Recipe("tool-calling", RecipeRef("qitos.recipes.gaia:build_tool_calling_agent"),
                                    "native tool calling (native_tools_v1) with the GAIA prompt and tools"),
-            "oracle": Recipe("oracle", build_oracle_agent, "answers the reference answer (validates your copy and "
+            "oracle": Recipe("oracle", RecipeRef("qitos.recipes.gaia:build_oracle_agent"), "answers the reference answer (validates your copy and "
                              "the scoring; not a baseline); no model calls", official=False, needs_model=False),
         }
 

@@ -12,7 +12,8 @@ from typing import Any, Literal
 
 from qitos.core.task import Budget, Resource, Task
 
-from qitos.benchmark.base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
+from qitos.benchmark.base import (BenchmarkAdapter, Evaluation, LoadOptions, Recipe, RecipeRef, Requirement, TaskRuntime,
+                                  filter_tasks)
 from qitos.benchmark.errors import BenchmarkUsageError
 from qitos.benchmark.options import BenchmarkOptions, option
 from qitos.benchmark.scorers import SCORERS, get_scorer
@@ -120,9 +121,7 @@ class JsonlBenchmark(BenchmarkAdapter):
         return [Requirement(name="tasks file", ok=ok, detail=str(load.root) if ok else f"{load.root} does not exist")]
 
     def recipes(self) -> dict[str, Recipe]:
-        from qitos.recipes.qa import build_qa_agent
-
-        return {"react": Recipe("react", build_qa_agent, "ReAct text agent with a read_file tool for the task's files")}
+        return {"react": Recipe("react", RecipeRef("qitos.recipes.qa:build_qa_agent"), "ReAct text agent with a read_file tool for the task's files")}
 
     def load_tasks(self, load: LoadOptions) -> list[Task]:
         path = _root(load)

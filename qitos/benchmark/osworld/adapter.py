@@ -53,7 +53,8 @@ from typing import TYPE_CHECKING, Any
 from qitos.core.stop import StopReason
 from qitos.core.task import Budget, EnvSpec, Task
 
-from qitos.benchmark.base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
+from qitos.benchmark.base import (BenchmarkAdapter, Evaluation, LoadOptions, Recipe, RecipeRef, Requirement, TaskRuntime,
+                                  filter_tasks)
 from qitos.benchmark.errors import BenchmarkUsageError
 from qitos.benchmark.options import resolve_options
 from qitos.benchmark.contract import AgentEnvSpec
@@ -216,17 +217,14 @@ class OsworldAdapter(BenchmarkAdapter):
         return Requirement(name="desktop provider", ok=True, detail="controller(s) " + ", ".join(found))
 
     def recipes(self) -> dict[str, Recipe]:
-        from qitos.recipes.osworld import build_react_computer_use, build_scripted_actions
-        from qitos.recipes.osworld_prompt_agent import build_prompt_agent
-
         return {
-            "prompt-agent": Recipe("prompt-agent", build_prompt_agent,
+            "prompt-agent": Recipe("prompt-agent", RecipeRef("qitos.recipes.osworld_prompt_agent:build_prompt_agent"),
                                    "upstream's PromptAgent (mm_agents/agent.py): its prompts, observation processing, "
                                    "history, parsing and request parameters", upstream=True),
-            "react-computer-use": Recipe("react-computer-use", build_react_computer_use,
+            "react-computer-use": Recipe("react-computer-use", RecipeRef("qitos.recipes.osworld:build_react_computer_use"),
                                          "screenshot + accessibility tree in, one computer_13 action out (json_decision; "
                                          "QitOS's own agent, not upstream's PromptAgent)", upstream=False),
-            "scripted-actions": Recipe("scripted-actions", build_scripted_actions,
+            "scripted-actions": Recipe("scripted-actions", RecipeRef("qitos.recipes.osworld:build_scripted_actions"),
                                        "each model reply is one bare computer_13 action (for scripted:<jsonl> tests)",
                                        official=False),
         }

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from qitos.core.task import Budget, EnvSpec, Task
 
-from qitos.benchmark.base import BenchmarkAdapter, Evaluation, LoadOptions, Recipe, Requirement, TaskRuntime, filter_tasks
+from qitos.benchmark.base import (BenchmarkAdapter, Evaluation, LoadOptions, Recipe, RecipeRef, Requirement, TaskRuntime,
+                                  filter_tasks)
 from qitos.benchmark.errors import BenchmarkUsageError
 from qitos.benchmark.contract import AgentCallRefused, AgentEnvSpec
 from qitos.benchmark.tau_bench.agent_env import FACTORY, FOLDER, build_env
@@ -123,9 +124,34 @@ class TauBenchAdapter(BenchmarkAdapter):
         return [Requirement(name="tau-bench data", ok=True, detail=str(root))]
 
     def recipes(self) -> dict[str, Recipe]:
-        from qitos.recipes.tau_bench import tau_recipes
-
-        return tau_recipes()
+        r = RecipeRef
+        return {
+            "tool-calling": Recipe(
+                "tool-calling", r("qitos.recipes.tau_bench:build_tool_calling"),
+                "upstream's tool-calling agent: the policy as system prompt, native function calls, text goes to the user",
+                upstream=True,
+            ),
+            "react": Recipe(
+                "react", r("qitos.recipes.tau_bench:build_react"), "upstream's ReAct agent: Thought + Action JSON in text, no native tools",
+                upstream=True,
+            ),
+            "act": Recipe("act", r("qitos.recipes.tau_bench:build_act"), "upstream's Act agent: Action JSON in text, no native tools",
+                          upstream=True),
+            "few-shot": Recipe(
+                "few-shot", r("qitos.recipes.tau_bench:build_few_shot"),
+                "upstream's few-shot tool-calling agent (--option num_few_shots=5 run_seed=10, as upstream)",
+                upstream=True,
+            ),
+            "tool-calling-repair": Recipe(
+                "tool-calling-repair", r("qitos.recipes.tau_bench:build_repair"),
+                "NOT upstream's protocol: tool-calling whose invalid tool-argument JSON gets a repair message",
+                upstream=False,
+            ),
+            "oracle": Recipe(
+                "oracle", r("qitos.recipes.tau_bench:build_oracle"), "plays the gold actions and states the outputs (validates the env; not a baseline)",
+                official=False, needs_model=False,
+            ),
+        }  # fmt: skip
 
     # -- tasks -----------------------------------------------------------------------------------
     def load_tasks(self, load: LoadOptions) -> list[Task]:
