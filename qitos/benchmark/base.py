@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from pydantic import BaseModel, Field
 from qitos.core.task import Budget, Task
 
 from qitos.benchmark.gold import GoldBook, Sealed
+from qitos.benchmark.refs import load_ref
 
 if TYPE_CHECKING:
     from qitos.core.agent import AgentModule
@@ -112,8 +112,7 @@ class RecipeRef:
     ref: str
 
     def __call__(self, ctx: RecipeContext) -> "AgentModule":
-        module, _, attr = self.ref.partition(":")
-        return getattr(importlib.import_module(module), attr)(ctx)
+        return load_ref(self.ref)(ctx)
 
 
 @dataclass

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from qitos.benchmark.errors import BenchmarkUsageError
+from qitos.benchmark.refs import load_ref
 
 GATED = {
     "gaia": "GAIA is gated and may not be redistributed: accept its terms on the Hugging Face hub, then either put "
@@ -39,6 +40,8 @@ class Source:
     license: str
     files: dict[str, str]
     converted: dict[str, str] = field(default_factory=dict)  # path -> sha256 of what the conversion writes
+    # 'module:function(upstream_tree, target)' that writes the converted files (the family's own code)
+    convert: str | None = None
 
 
 @dataclass
@@ -142,10 +145,8 @@ def _extract(archive: Path, into: Path) -> Path:
 def install_from_tree(source: Source, repo_root: Path, target: Path) -> None:
     """Copy (or convert) the pinned files from an extracted upstream tree into `target`."""
     target.mkdir(parents=True, exist_ok=True)
-    if source.name == "tau-bench":
-        from qitos.benchmark.tau_bench.fetch import convert_upstream
-
-        convert_upstream(repo_root, target)
+    if source.convert:
+        load_ref(source.convert)(repo_root, target)
         # upstream/: the unmodified protocol sources (user simulator, agents, run loop, few-shot examples)
         _copy_files(source, repo_root, target, [rel for rel in source.files if rel.startswith("upstream/")],
                     strip="upstream/")

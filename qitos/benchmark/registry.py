@@ -8,12 +8,12 @@ alias (e.g. `desktop`) still find their adapter, so old results keep evaluating.
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 from importlib.metadata import entry_points
 
 from qitos.benchmark.base import BenchmarkAdapter
 from qitos.benchmark.errors import BenchmarkUsageError
+from qitos.benchmark.refs import load_ref
 
 BUILTIN: dict[str, str] = {
     "jsonl": "qitos.benchmark.jsonl.adapter:JsonlBenchmark",
@@ -53,11 +53,6 @@ def register(adapter: type[BenchmarkAdapter]) -> type[BenchmarkAdapter]:
     return adapter
 
 
-def _load_ref(ref: str) -> type[BenchmarkAdapter]:
-    module, _, attr = ref.partition(":")
-    return getattr(importlib.import_module(module), attr)
-
-
 def available() -> dict[str, str]:
     """Name → reference ('module:Class' or 'in-process') of every known benchmark."""
     names = {name: ref for name, ref in BUILTIN.items() if _importable(ref)}
@@ -78,7 +73,7 @@ def get_adapter(given: str) -> BenchmarkAdapter:
     if name in _EXTRA:
         return _EXTRA[name]()
     if name in BUILTIN and _importable(BUILTIN[name]):
-        return _load_ref(BUILTIN[name])()
+        return load_ref(BUILTIN[name])()
     for ep in entry_points(group="qitos.benchmarks"):
         if ep.name == name:
             try:

@@ -62,6 +62,14 @@ def run_status(reason: StopReason) -> str:
     return "completed"
 
 
+def status_of(reason: object) -> str | None:
+    """The run status of a stop reason given as text (a manifest's), or None when it names none."""
+    try:
+        return run_status(StopReason(reason))
+    except ValueError:
+        return None
+
+
 def is_disk_full(exc: BaseException | None) -> bool:
     """Did `exc` (or what caused it) come from a full disk (ENOSPC, or a quota: EDQUOT)?"""
     import errno

@@ -12,6 +12,15 @@ from typing import Any
 
 from qitos.models.base import Model, ModelConfigError
 
+# model names that ask `qit bench run` to start a server (qitos.run.model_server): `<kind>/<model>`
+KINDS = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp server (llama-cpp-python)"}
+
+
+def server_kind(model_name: str) -> str | None:
+    """`vllm`, `sglang` or `llamacpp` when `model_name` asks QitOS to start that server, else None."""
+    prefix, sep, _ = model_name.partition("/")
+    return prefix if sep and prefix in KINDS else None
+
 
 def resolve_model(name: str, *, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
                   temperature: float | None = None, max_tokens: int | None = None, seed: int | None = 0,
@@ -43,8 +52,6 @@ def resolve_model(name: str, *, base_url: str | None = None, api_key_env: str = 
             raise ModelConfigError(f"{flags}: for OpenAI-compatible servers; the embedded model runs in process "
                                    f"(serve it with --model-name llamacpp/{path or ''} to use {flags})")
         return LocalModel(path, **kwargs)
-    from qitos.run.model_server import server_kind
-
     if server_kind(name) is not None:
         raise ModelConfigError(f"--model-name {name}: a server QitOS starts, only in `qit bench run` "
                                "(elsewhere, serve it yourself and pass --base-url)")

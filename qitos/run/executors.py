@@ -17,7 +17,9 @@ from typing import Callable, Iterable
 
 from qitos.core.task import Task
 
-from qitos.run.job import JobContext, run_job
+from qitos.run.job import run_job
+
+from qitos.run.job_context import JobContext
 from qitos.results.rows import BenchmarkRunResult
 
 OnResult = Callable[[Task, int, BenchmarkRunResult | None], None]
@@ -86,11 +88,6 @@ def connect_ray(address: str | None, log: Path) -> None:
     from qitos.run.cluster.connect import connect_ray as connect
 
     connect(address, log)
-
-
-def ray_log(output: Path) -> Path:
-    """The run's Ray log, beside its results: `<output>.ray.log`."""
-    return output.with_name(output.name + ".ray.log")
 
 
 def run_ray(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: int, on_result: OnResult,

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from qitos.models.base import ModelConfigError
+from qitos.models.registry import KINDS, server_kind
 
-KINDS = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp server (llama-cpp-python)"}
+__all__ = ["KINDS", "ServerError", "plan", "plan_server", "recorded", "server_kind", "serving"]
 PACKAGES = {"vllm": ("vllm", ("vllm",), "pip install vllm"),
             "sglang": ("sglang", ("sglang",), "pip install 'sglang[all]'"),
             "llamacpp": ("llama_cpp_python", ("llama_cpp", "uvicorn", "sse_starlette", "starlette_context",
@@ -37,12 +38,6 @@ HOST = "127.0.0.1"
 
 class ServerError(ModelConfigError):
     """The server could not be started or did not come up (one line, with where its log is)."""
-
-
-def server_kind(model_name: str) -> str | None:
-    """`vllm`, `sglang` or `llamacpp` when `model_name` asks QitOS to start that server, else None."""
-    prefix, sep, _ = model_name.partition("/")
-    return prefix if sep and prefix in KINDS else None
 
 
 @dataclass

@@ -17,7 +17,8 @@ from qitos.trace.reader import load_run, read_manifest
 from qitos.benchmark.base import LoadOptions
 from qitos.run.config import ModelConfig, RunConfig
 from qitos.benchmark.errors import BenchmarkUsageError
-from qitos.run.job import JobContext, resolve_recipe, run_job
+from qitos.run.job import run_job
+from qitos.run.job_context import JobContext, resolve_recipe
 from qitos.benchmark.registry import get_adapter
 
 

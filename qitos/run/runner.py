@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from qitos.core.engine import make_run_spec
-from qitos.core.stop import OUTSIDE_AGENT, StopReason
+from qitos.core.stop import OUTSIDE_AGENT, StopReason, status_of
 from qitos.core.task import Task
 from qitos.spec.run_spec import ExperimentSpec, RunSpec
 
@@ -26,8 +26,10 @@ from qitos.run.budgets import check_budgets
 from qitos.results.commit import RowCommitter
 from qitos.run.config import RunConfig
 from qitos.benchmark.errors import BenchmarkUsageError
-from qitos.run.executors import connect_ray, ray_log, run_local, run_ray
-from qitos.run.job import JobContext, batch_model_provider, prepared_task, resolve_recipe, seal
+from qitos.run.cluster.connect import ray_log
+from qitos.run.executors import connect_ray, run_local, run_ray
+from qitos.run.job import seal
+from qitos.run.job_context import JobContext, batch_model_provider, prepared_task, resolve_recipe
 from qitos.run.lifetime import exit_code_for, signal_of
 from qitos.benchmark.registry import canonical_name, get_adapter
 from qitos.results.rows import NOT_DONE_REASONS, BenchmarkRunResult, ResultsFile, trace_run_spec
@@ -344,7 +346,7 @@ def _seal_tail(existing: list[dict]) -> None:
 
     for row in existing[-SEAL_TAIL_ROWS:]:
         if row.get("trace_run_dir"):
-            seal_trace(row["trace_run_dir"])
+            seal_trace(row["trace_run_dir"], status_of)
 
 
 def _key(row: dict) -> tuple[str, int]:

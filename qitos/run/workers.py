@@ -31,7 +31,8 @@ from qitos.core.task import Task
 from qitos.trace.durability import FLUSHER
 
 from qitos.run.executors import OnResult, run_local
-from qitos.run.job import JobContext, seal
+from qitos.run.job import seal
+from qitos.run.job_context import JobContext
 from qitos.run.lifetime import Stopped, die_with_parent, on_stop_signals, raise_stopped, watch_parent
 from qitos.results.rows import BenchmarkRunResult
 

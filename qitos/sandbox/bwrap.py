@@ -45,7 +45,6 @@ reaches the command unless a caller hands it over on purpose.
 
 from __future__ import annotations
 
-import functools
 import io
 import os
 import shlex
@@ -59,22 +58,22 @@ import time
 import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, cast
+from typing import cast
 
 from pydantic import BaseModel
 
 from qitos.sandbox.limits import (CommandCgroup, DiskWatch, SandboxLimits, cgroup_support, count_tree, disk_usage,
                              limit_message, rlimit_memory_hit)
 from qitos.sandbox.masks import mask_args as _mask_args
-from qitos.sandbox.output import OutputCap
+from qitos.sandbox.output import OutputCap, _CappedReader, _feed_stdin
+from qitos.sandbox.probe import (_INSTALL_HINT, _ROOT_LINKS, SANDBOX_UID, SandboxUnavailable, _probe, _proc_args,
+                                 _system_mounts)
 
 WORK_MOUNT = "/task"
 HOME_MOUNT = "/home/sandbox"
 SANDBOX_USER = "sandbox"
-SANDBOX_UID = 1000
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-_INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: `apt install bubblewrap`; Fedora: `dnf install bubblewrap`)"
 # /etc entries programs commonly need; everything else in the host's /etc stays invisible.
 _ETC_ENTRIES = (
     "alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone",
@@ -82,8 +81,6 @@ _ETC_ENTRIES = (
     "ca-certificates.conf", "os-release", "debian_version", "magic", "magic.mime", "mime.types",
 )
 _NETWORK_ETC_ENTRIES = ("resolv.conf", "hosts")
-_ROOT_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
-_READ_CHUNK = 65536
 
 
 class SandboxResult(BaseModel):
@@ -101,81 +98,8 @@ class SandboxResult(BaseModel):
     stderr_decode_error: str | None = None
 
 
-def decode_error(data: bytes) -> str | None:
-    """`str` of the UnicodeDecodeError a strict UTF-8 decode of `data` raises, or None when it decodes."""
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return str(exc)
-    return None
-
-
-class SandboxUnavailable(RuntimeError):
-    """bwrap is missing or cannot create the namespaces the sandbox needs on this machine."""
-
-
 class SandboxSetupError(RuntimeError):
     """bwrap is usable but could not build this particular sandbox (e.g. a bind path vanished)."""
-
-
-def _proc_args() -> list[str]:
-    """A fresh /proc for the command's pid namespace; inside the confined agent host (a sandbox already), the
-    host's own /proc read-only: the kernel refuses a new procfs under bwrap's locked /proc overmounts, and the
-    agent host's /proc shows only agent-side processes."""
-    if os.environ.get("QITOS_AGENT_SIDE") == "1":
-        return ["--ro-bind", "/proc", "/proc"]
-    return ["--proc", "/proc"]
-
-
-def _probe_args(bwrap: str, extra: Sequence[str]) -> list[str]:
-    return [bwrap, *_system_mounts(), *_proc_args(), "--dev", "/dev", *extra, "--", "/bin/sh", "-c", "exit 0"]
-
-
-def _run_probe(bwrap: str, extra: Sequence[str]) -> tuple[bool, str]:
-    try:
-        proc = subprocess.run(_probe_args(bwrap, extra), capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return False, str(exc)
-    return proc.returncode == 0, proc.stderr.strip()
-
-
-_REQUIRED_FEATURES: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    ("user namespaces", ("--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)),
-     "enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 and "
-     "user.max_user_namespaces>0), or run the container with --privileged / a seccomp profile that allows unshare"),
-    ("pid namespaces", ("--unshare-user", "--unshare-pid"), "the container must allow CLONE_NEWPID"),
-    ("network namespaces", ("--unshare-user", "--unshare-net"), "the container must allow CLONE_NEWNET"),
-    ("ipc/uts namespaces", ("--unshare-user", "--unshare-ipc", "--unshare-uts"),
-     "the container must allow CLONE_NEWIPC/NEWUTS"),
-    ("--die-with-parent / --new-session", ("--unshare-user", "--die-with-parent", "--new-session"),
-     "upgrade bubblewrap to 0.4 or newer"),
-)
-
-
-@functools.lru_cache(maxsize=1)
-def _probe() -> tuple[bool, str, bool]:
-    """(ok, reason, supports --disable-userns); cached because the host does not change under us."""
-    bwrap = shutil.which("bwrap")
-    if bwrap is None:
-        return False, f"bubblewrap (`bwrap`) is not on PATH; {_INSTALL_HINT}", False
-    for feature, args, fix in _REQUIRED_FEATURES:
-        ok, err = _run_probe(bwrap, args)
-        if not ok:
-            return False, f"bwrap at {bwrap} cannot use {feature} here ({err or 'no message'}); {fix}", False
-    disable_userns, _ = _run_probe(bwrap, ("--unshare-user", "--disable-userns"))
-    return True, f"bwrap at {bwrap} works (user, pid, net, ipc, uts namespaces)", disable_userns
-
-
-def _system_mounts() -> list[str]:
-    """Read-only /usr plus /bin, /lib* mirrored as symlinks or binds, exactly as the host has them."""
-    args = ["--ro-bind", "/usr", "/usr"]
-    for name in _ROOT_LINKS:
-        host = Path("/") / name
-        if host.is_symlink():
-            args += ["--symlink", os.readlink(host), f"/{name}"]
-        elif host.is_dir():
-            args += ["--ro-bind", str(host), f"/{name}"]
-    return args
 
 
 def remove_tree(path: Path) -> None:
@@ -192,33 +116,6 @@ def remove_tree(path: Path) -> None:
 
     if path.exists() or path.is_symlink():
         shutil.rmtree(path, onerror=_retry)
-
-
-class _CappedReader(threading.Thread):
-    """Drain a pipe to EOF, keeping what `cap` keeps, so the child never blocks on output."""
-
-    def __init__(self, stream: io.BufferedReader, cap: OutputCap) -> None:
-        super().__init__(daemon=True)
-        self.stream, self.cap = stream, cap
-
-    def run(self) -> None:
-        try:
-            while chunk := self.stream.read1(_READ_CHUNK):
-                self.cap.feed(chunk)
-        except (OSError, ValueError):
-            pass
-
-
-def _feed_stdin(stream: IO[bytes], data: bytes) -> None:
-    try:
-        stream.write(data)
-    except (BrokenPipeError, OSError, ValueError):
-        pass  # the command exited without reading everything; that is its business
-    finally:
-        try:
-            stream.close()
-        except OSError:
-            pass
 
 
 class BwrapSandbox:

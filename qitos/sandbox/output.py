@@ -12,7 +12,10 @@ dropped.
 from __future__ import annotations
 
 import codecs
+import io
+import threading
 from collections import deque
+from typing import IO
 
 CUT_MARKER = "\n[... {dropped} bytes of output not kept ...]\n"
 
@@ -105,3 +108,42 @@ def _boundary_start(data: bytes) -> int:
     while skip < min(3, len(data)) and data[skip] & 0xC0 == 0x80:
         skip += 1
     return skip
+
+
+def decode_error(data: bytes) -> str | None:
+    """`str` of the UnicodeDecodeError a strict UTF-8 decode of `data` raises, or None when it decodes."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return str(exc)
+    return None
+
+
+_READ_CHUNK = 65536
+
+
+class _CappedReader(threading.Thread):
+    """Drain a pipe to EOF, keeping what `cap` keeps, so the child never blocks on output."""
+
+    def __init__(self, stream: io.BufferedReader, cap: OutputCap) -> None:
+        super().__init__(daemon=True)
+        self.stream, self.cap = stream, cap
+
+    def run(self) -> None:
+        try:
+            while chunk := self.stream.read1(_READ_CHUNK):
+                self.cap.feed(chunk)
+        except (OSError, ValueError):
+            pass
+
+
+def _feed_stdin(stream: IO[bytes], data: bytes) -> None:
+    try:
+        stream.write(data)
+    except (BrokenPipeError, OSError, ValueError):
+        pass  # the command exited without reading everything; that is its business
+    finally:
+        try:
+            stream.close()
+        except OSError:
+            pass

@@ -18,7 +18,7 @@ import socket
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .durability import FLUSHER
 from .liveness import own_start
@@ -254,13 +254,8 @@ class TraceWriter:
             self.manifest.evaluation = evaluation
         self.write_manifest()
         if self.hold_status and self.manifest.status == "running":  # what `seal_trace` writes, without re-reading
-            from qitos.core.stop import StopReason, run_status
-
-            try:
-                sealed = self.manifest.model_copy(update={"status": run_status(StopReason(summary.stop_reason))})
-                _SEALED[str(self.run_dir)] = self.redactor.scrub_text(sealed.model_dump_json()).encode("utf-8")
-            except ValueError:
-                pass  # an unknown stop reason: seal_trace reads the manifest and decides (leaves it running)
+            sealed = self.manifest.model_copy(update={"status": status})
+            _SEALED[str(self.run_dir)] = self.redactor.scrub_text(sealed.model_dump_json()).encode("utf-8")
         if self._tmp_holds_old:
             os.unlink(self._manifest_tmp)  # one freed inode per run instead of one per rewrite
             self._tmp_holds_old = False
@@ -279,12 +274,11 @@ class TraceWriter:
 _SEALED: dict[str, bytes] = {}  # run dir -> its final manifest, for `seal_trace` (finalized with hold_status)
 
 
-def seal_trace(run_dir: str | Path) -> None:
-    """Write the final status of a run finalized with `hold_status` (its result row is now durable): `completed`
-    or `failed`, from the stop reason its summary records. Not fsynced: lost in a crash, the trace reads as
-    interrupted, which is all it claims before this."""
-    from qitos.core.stop import StopReason, run_status
-
+def seal_trace(run_dir: str | Path, status_of: Callable[[Any], str | None]) -> None:
+    """Write the final status of a run finalized with `hold_status` (its result row is now durable): the one
+    `finalize` was given when this process finalized it, else `status_of` the stop reason its summary records
+    (None: leave it running). Not fsynced: lost in a crash, the trace reads as interrupted, which is all it
+    claims before this."""
     path = Path(run_dir) / "manifest.json"
     tmp = path.with_name(".manifest.json.sealed.tmp")
     sealed = _SEALED.pop(str(run_dir), None)
@@ -297,12 +291,12 @@ def seal_trace(run_dir: str | Path) -> None:
         return
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
-        reason = StopReason(((manifest.get("summary") or {}).get("stop_reason")))
+        status = status_of((manifest.get("summary") or {}).get("stop_reason"))
     except (OSError, ValueError, AttributeError):
         return
-    if manifest.get("status") != "running":
+    if manifest.get("status") != "running" or status is None:
         return
-    manifest["status"] = run_status(reason)
+    manifest["status"] = status
     try:
         tmp.write_text(json.dumps(manifest, separators=(",", ":"), ensure_ascii=False), encoding="utf-8")
         os.replace(tmp, path)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from qitos.sandbox import bwrap as sandbox_module
+from qitos.sandbox import probe as sandbox_module
 from qitos.sandbox.bwrap import (
     WORK_MOUNT,
     BwrapSandbox,

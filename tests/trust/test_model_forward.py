@@ -130,7 +130,7 @@ def test_the_scoring_side_counts_what_the_server_saw(tmp_path: Path) -> None:
 
 def test_a_recipe_host_gets_neither_network_nor_key_and_a_runner_keeps_its_client(monkeypatch) -> None:
     from qitos.run.config import ModelConfig, RunConfig
-    from qitos.run.job import JobContext, resolve_recipe
+    from qitos.run.job_context import JobContext, resolve_recipe
     from qitos.benchmark.registry import get_adapter
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-never-in-the-agent-host")

@@ -39,7 +39,7 @@ from qitos.benchmark.osworld.errors import OSWorldError
 from qitos.benchmark.osworld.options import DEFAULT_IMAGE
 from qitos.benchmark.osworld.provider import ControllerProvider
 from qitos.benchmark.osworld.upstream_env import VMAddress
-from qitos.benchmark.osworld.vm_pool import Lease
+from qitos.benchmark.osworld.lease import Lease
 
 if TYPE_CHECKING:
     from qitos.benchmark.base import LoadOptions, Requirement

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any
 
 from qitos.benchmark.errors import BenchmarkUsageError
 from qitos.benchmark.osworld.downloads import Downloader
+from qitos.benchmark.osworld.lease import Lease, VMPool
 from qitos.benchmark.osworld.provider import ENV_CONTROLLER, NO_PROVIDER_REASON, Provider, discover_provider
 
 if TYPE_CHECKING:
@@ -33,33 +33,6 @@ def provider_kind(options: dict[str, Any]) -> str:
 def controller_urls() -> list[str]:
     """The controllers named by `QITOS_OSWORLD_CONTROLLER` (comma-separated), in order."""
     return [url.strip() for url in os.environ.get(ENV_CONTROLLER, "").split(",") if url.strip()]
-
-
-@dataclass
-class Lease:
-    """A VM held by one task; `release()` hands it to the next task (idempotent)."""
-
-    provider: Provider
-    _release: Callable[[], None]
-    describe: str = ""  # which VM, for the row's metadata (e.g. "docker 4f525bb7ab0a at http://127.0.0.1:32768")
-    _done: bool = False
-
-    def release(self) -> None:
-        if not self._done:
-            self._done = True
-            self._release()
-
-
-class VMPool(Protocol):
-    def why_not(self) -> str | None:
-        """Why no VM can run here (the task ends requires_unavailable with it), or None."""
-        ...
-
-    def judge(self) -> Provider | None:
-        """A provider to judge readiness with, without contacting or starting a VM (None: no VM possible)."""
-        ...
-
-    def acquire(self, downloader: Downloader) -> Lease: ...
 
 
 class ControllerLeases:

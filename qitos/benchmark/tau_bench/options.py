@@ -7,12 +7,17 @@ The simulated user (``user_strategy``, ``user_model``, ``user_temperature``, ``u
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import field_validator, model_validator
 
 from qitos.benchmark.options import BenchmarkOptions, option
-from qitos.benchmark.tau_bench.run_options import NUM_FEW_SHOTS, RUN_SEED
+
+RUN_SEED = 10  # upstream RunConfig.seed
+NUM_FEW_SHOTS = 5  # upstream FewShotToolCallingAgent's default
 
 # the user strategies of `.user.USER_STRATEGIES` (kept equal by tests/tau_bench/test_adapter.py)
 UserStrategy = Literal["llm", "react", "verify", "reflection", "scripted", "human"]
@@ -46,8 +51,6 @@ class TauOptions(BenchmarkOptions):
     @field_validator("user_replies")
     @classmethod
     def _replies(cls, value: str | None) -> str | None:
-        from qitos.benchmark.tau_bench.scoring import user_replies
-
         user_replies(value)  # a ValueError names the problem
         return value
 
@@ -57,3 +60,26 @@ class TauOptions(BenchmarkOptions):
             raise ValueError(f"--option start_index={self.start_index} end_index={self.end_index}: need "
                              "0 <= start_index <= end_index (end_index -1 means to the end)")
         return self
+
+
+def user_replies(value: Any) -> list[str] | None:
+    """``--option user_replies=...``: a JSON list of strings, or a path to a file of one reply per line."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, list):
+        replies = value
+    elif str(value).lstrip().startswith("["):
+        try:
+            replies = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--option user_replies is not a valid JSON list ({exc.msg})") from None
+    else:
+        path = Path(str(value)).expanduser()
+        if not path.is_file():
+            raise ValueError(
+                f"--option user_replies={value}: no such file (give a JSON list, or a file with one reply a line)"
+            )
+        replies = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not isinstance(replies, Sequence) or not all(isinstance(reply, str) for reply in replies):
+        raise ValueError("--option user_replies must hold strings only")
+    return list(replies)

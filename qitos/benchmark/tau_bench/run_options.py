@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-RUN_SEED = 10  # upstream RunConfig.seed
-NUM_FEW_SHOTS = 5  # upstream FewShotToolCallingAgent's default
+from qitos.benchmark.options import resolve_options
+from qitos.benchmark.tau_bench.options import NUM_FEW_SHOTS, RUN_SEED, TauOptions
 
 
 @dataclass(frozen=True)
@@ -35,9 +35,6 @@ class RunOptions:
 
 def run_options(options: dict[str, Any]) -> RunOptions:
     """Upstream's run options out of the run's options (declared and checked in :mod:`.options`)."""
-    from qitos.benchmark.options import resolve_options
-    from qitos.benchmark.tau_bench.options import TauOptions
-
     values = resolve_options(TauOptions, options, "tau-bench")
     return RunOptions(**{key: values[key] for key in ("start_index", "end_index", "shuffle", "run_seed",
                                                       "num_few_shots")})

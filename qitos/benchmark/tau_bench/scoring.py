@@ -18,7 +18,6 @@ Nothing the agent side returns is used for it; its transcript (``traj``) is repo
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from qitos.benchmark.base import TaskRuntime
 from qitos.benchmark.contract import AgentCallRefused
 from qitos.benchmark.tau_bench.data import RESPOND_ACTION, STOP_TOKEN, DomainData
 from qitos.benchmark.tau_bench.episode import TauEpisode
+from qitos.benchmark.tau_bench.options import user_replies
 from qitos.benchmark.tau_bench.errors import OutputsCheckError, TauDataError, TauError, UserSimulatorError
 from qitos.benchmark.tau_bench.reward import RewardResult, compute_reward
 from qitos.benchmark.tau_bench.run_options import few_shot_sample, run_options
@@ -300,29 +300,6 @@ class RecordedUserModel:
             text=call.get("text"), usage=Usage(**(call.get("usage") or {})), cost=call.get("cost"),
             latency_seconds=call.get("latency_seconds") or 0.0, model=call.get("model") or "",
         )  # fmt: skip
-
-
-def user_replies(value: Any) -> list[str] | None:
-    """``--option user_replies=...``: a JSON list of strings, or a path to a file of one reply per line."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, list):
-        replies = value
-    elif str(value).lstrip().startswith("["):
-        try:
-            replies = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"--option user_replies is not a valid JSON list ({exc.msg})") from None
-    else:
-        path = Path(str(value)).expanduser()
-        if not path.is_file():
-            raise ValueError(
-                f"--option user_replies={value}: no such file (give a JSON list, or a file with one reply a line)"
-            )
-        replies = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    if not isinstance(replies, Sequence) or not all(isinstance(reply, str) for reply in replies):
-        raise ValueError("--option user_replies must hold strings only")
-    return list(replies)
 
 
 def user_sampling(options: dict[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,11 @@ RAY_AUTH_FIX = ("the cluster uses Ray token authentication: export RAY_AUTH_TOKE
 PLENTY = 1000.0  # what a local instance advertises of a resource this machine has: --concurrency bounds the use
 
 
+def ray_log(output: Path) -> Path:
+    """The run's Ray log, beside its results: `<output>.ray.log`."""
+    return output.with_name(output.name + ".ray.log")
+
+
 def local_resources() -> dict[str, float]:
     """The custom resources a local Ray started by qit advertises: what this machine can run.
 

@@ -27,7 +27,7 @@ from qitos.run.cluster.shipping import build_shipment
 from qitos.run.cluster.worker import run_shipped_job
 
 if TYPE_CHECKING:
-    from qitos.run.job import JobContext
+    from qitos.run.job_context import JobContext
 
 OnResult = Callable[[Task, int, BenchmarkRunResult | None], None]
 RETRIES = 1  # a job whose node died runs at most twice
@@ -197,9 +197,8 @@ def run_ray(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: int,
             address: str | None) -> None:
     import ray
 
-    from qitos.run.executors import ray_log
+    from qitos.run.cluster.connect import connect_ray, native_stderr_to, ray_log
     from qitos.run.lifetime import on_stop_signals
-    from qitos.run.cluster.connect import connect_ray, native_stderr_to
 
     log = ray_log(ctx.cfg.output or ctx.cfg.default_output())
     # Ray's own output goes to the run's Ray log, not the terminal: from the connect on (its start-up messages;

@@ -22,7 +22,7 @@ from typing import Any
 
 from qitos.core.task import Task
 
-from qitos.run.job import JobContext
+from qitos.run.job_context import JobContext
 from qitos.run.cluster.shipping import Shipment
 
 
@@ -123,7 +123,7 @@ def _build(shipment: Shipment) -> NodeBatch:
 
     from qitos.benchmark.base import default_data_dir
     from qitos.run.config import RunConfig
-    from qitos.run.job import batch_model_provider, resolve_recipe
+    from qitos.run.job_context import batch_model_provider, resolve_recipe
     from qitos.benchmark.registry import get_adapter
 
     cfg = RunConfig.model_validate_json(shipment.cfg_json)

@@ -39,7 +39,7 @@ from qitos.run.sides.watch import TaskWatch, read_hello
 from qitos.run.sides.wire import WireClosed
 
 if TYPE_CHECKING:
-    from qitos.run.job import JobContext
+    from qitos.run.job_context import JobContext
 
 MODEL_FIELDS = ("model_name", "model_family", "model_provider", "base_url_host")
 PROCESS_END_WAIT_SECONDS = 5.0  # for the host's report of how a job's process ended, after its socket closed
