@@ -336,6 +336,15 @@ class BenchmarkAdapter:
         """Benchmark-specific metrics over result rows (plain dicts)."""
         return {}
 
+    def export_results(self, fmt: str, rows: list[dict[str, Any]], paths: list[Path]) -> str:
+        """`qit bench export --format FMT` for a format of this benchmark's upstream (GAIA's leaderboard submission,
+        Tau-Bench's results JSON): the text to write. `rows` are the readable rows of the results files `paths`, of
+        every benchmark in them. `qitos.results.export.UPSTREAM` names which benchmark writes which format; the
+        results layer reaches the adapter through the registry, never by import. Default: not supported."""
+        from qitos.benchmark.errors import BenchmarkUsageError
+
+        raise BenchmarkUsageError(f"--format {fmt}: benchmark '{self.name}' exports no such format")
+
 
 def _stable_json(value: Any) -> Any:
     """JSON for gold that is not plain data, the same in every process: models and dataclasses by their fields,

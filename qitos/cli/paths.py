@@ -1,22 +1,20 @@
-"""Filesystem and port failures as one line naming the path and the fix, never a traceback (issue 32 item 5).
+"""Output paths checked before a command writes anything, one line naming the path and the fix (issue 32 item 5).
 
 `check_output_file` refuses an `--output` that cannot be written before anything runs (a directory, a
-read-only or unwritable place); `os_error_line` words any OSError that still escapes a command (a disk that
-fills mid-run, a folder made read-only meanwhile), with the exit code it deserves; `say_disk_full` names the
-tasks a full disk ended; `removed_if_failed` takes back the empty folders a failed command made.
+read-only or unwritable place); `say_disk_full` names the tasks a full disk ended; `removed_if_failed` takes
+back the empty folders a failed command made. An OSError that still escapes a command is worded by
+`errors.os_error_line`.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from .errors import EXIT_RUN_FAILED, EXIT_USAGE, UsageError
+from .errors import UsageError
 
-DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 RERUN = "rerun the same command: finished rows are kept and the rest run again"
 
 
@@ -48,29 +46,6 @@ def check_output_file(path: Path, flag: str = "--output") -> None:
     if why:
         at = os.path.abspath(path if path.exists() else folder)
         raise UsageError(f"{flag} {path}: cannot write there ({why} at {at}); choose a writable place with {flag}")
-
-
-def os_error_line(exc: OSError) -> tuple[str, int] | None:
-    """The one line (without `error: `) and the exit code for a filesystem error that reached the command;
-    None for any other OSError (a connection, say), which is not this module's to word."""
-    where = exc.filename or "a file"
-    what = exc.strerror or str(exc)
-    if exc.errno in DISK_FULL:
-        return (f"{what} writing {where}: the disk is full; free some space (or write to another disk), then run "
-                "the same command again: what it finished is kept", EXIT_RUN_FAILED)
-    fixes = {
-        errno.EROFS: "it is on a read-only file system; choose a place on a writable one",
-        errno.EISDIR: "a directory is where a file is expected; give a file path (e.g. --output results/run.jsonl)",
-        errno.ENOTDIR: "a file is where a folder is expected; choose another path",
-        errno.EACCES: "permission denied; fix its permissions or choose another path",
-        errno.EPERM: "operation not permitted; fix its permissions or choose another path",
-        errno.ENAMETOOLONG: "the name is too long; choose a shorter path",
-        errno.EMFILE: "too many open files; raise the limit (ulimit -n) or lower --concurrency",
-    }
-    fix = fixes.get(exc.errno)
-    if fix is None:
-        return None
-    return f"{where}: {fix}", EXIT_RUN_FAILED if exc.errno == errno.EMFILE else EXIT_USAGE
 
 
 def say_disk_full(count: int, trace_logdir: Path) -> None:

@@ -27,11 +27,12 @@ from .redaction import RedactMiddleware
 from .security import GuardMiddleware
 from .plots import plotly_js_path
 from .views.compare import compare_page
-from .views.configs import benchmark_export, benchmark_page, benchmarks_page, config_page, config_runs, configs_page
+from .views.configs import benchmark_page, benchmarks_page, config_page, config_runs, configs_page
+from .views.downloads import benchmark_export, export_download
 from .views.experiment import experiment_page
 from .views.files import run_file
 from .views.replay import replay_frame, replay_page
-from .views.run import export_download, run_page
+from .views.run import run_page
 from .views.runs import runs_page
 
 log = logging.getLogger("qitos.qita")

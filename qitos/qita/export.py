@@ -13,7 +13,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from qitos.trace.redact import redact_text
+from qitos.results.export import write_redacted
 
 from .render import render, static_text
 from .conversation import run_conversation
@@ -84,15 +84,9 @@ def render_benchmark_html(board: Any, name: str, chosen: list[str] | None = None
 
 def export_benchmark_html(board: Any, name: str, out: Path) -> Path:
     """`qita export --benchmark`: the page, with secret values scrubbed as in every export."""
-    out = Path(out)
-    text = redact_text(render_benchmark_html(board, name))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
-    return out
+    return write_redacted(Path(out), render_benchmark_html(board, name))
 
 
 def export_run_html(run_dir: Path, out: Path) -> Path:
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(redact_text(render_run_html(Path(run_dir))), encoding="utf-8")
-    return out
+    """`qita export` and `qit bench export --html`: the run's page, with secret values scrubbed."""
+    return write_redacted(Path(out), render_run_html(Path(run_dir)))

@@ -1,4 +1,6 @@
-"""Exports: one run as HTML or JSON, results as CSV, Markdown, a GAIA submission or Tau-Bench's results JSON."""
+"""Exports: one run as JSON, results as CSV, Markdown, or a benchmark's upstream format (a GAIA submission,
+Tau-Bench's results JSON) that its adapter writes. Every export is written with secret values scrubbed
+(`write_redacted`, also for qita's HTML pages)."""
 
 from __future__ import annotations
 
@@ -11,8 +13,16 @@ from qitos.trace.reader import load_run
 from qitos.trace.redact import redact_text
 
 from qitos.benchmark.errors import BenchmarkUsageError
-from qitos.results.formats import refuse_foreign_format, require_file
+from qitos.results.formats import COLUMNS, refuse_foreign_format, require_file
 from qitos.results.rows import RowIssue, iter_rows
+
+
+def write_redacted(out: Path, text: str) -> Path:
+    """Write one export file (its folder made), with every known secret value scrubbed."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(redact_text(text), encoding="utf-8")
+    return out
 
 
 def export_run_json(run_dir: Path, out: Path) -> None:
@@ -21,19 +31,7 @@ def export_run_json(run_dir: Path, out: Path) -> None:
            "steps": [s.model_dump(mode="json") for s in trace.steps],
            "events": [e.model_dump(mode="json") for e in trace.events],
            "issues": [vars(i) for i in trace.issues]}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(redact_text(json.dumps(doc, ensure_ascii=False, indent=1, default=str)), encoding="utf-8")
-
-
-def export_run_html(run_dir: Path, out: Path) -> None:
-    from qitos.qita.export import export_run_html as render
-
-    render(run_dir, out)
-
-
-COLUMNS = ["task_id", "benchmark", "split", "subset", "trial", "model", "recipe", "run_spec_ref", "success", "score",
-           "stop_reason", "steps", "latency_seconds", "total_tokens", "cost", "prediction", "trace_run_dir",
-           "do_nothing_success"]  # would an agent doing nothing succeed on this task (empty: no rule; floor.py)
+    write_redacted(out, json.dumps(doc, ensure_ascii=False, indent=1, default=str))
 
 
 def _flat(row: dict) -> dict:
@@ -50,6 +48,7 @@ def export_results(paths: list[Path], fmt: str, issues: list[RowIssue] | None = 
 
 
 FORMATS = ("csv", "md", "gaia-submission", "tau-bench", "osworld", "cybench")  # `qit bench export --format`
+UPSTREAM = {"gaia-submission": "gaia", "tau-bench": "tau-bench"}  # format -> the benchmark whose adapter writes it
 
 
 def _export_results(paths: list[Path], fmt: str, issues: list[RowIssue] | None) -> str:
@@ -64,10 +63,10 @@ def _export_results(paths: list[Path], fmt: str, issues: list[RowIssue] | None) 
         refuse_foreign_format(path)
     for path in paths:
         rows.extend(iter_rows(path, issues, required=("task_id", "benchmark", "stop_reason")))
-    if fmt == "tau-bench":
-        from qitos.benchmark.tau_bench.interop import export_results as tau_results
+    if fmt in UPSTREAM:
+        from qitos.benchmark.registry import get_adapter
 
-        return tau_results(paths)
+        return get_adapter(UPSTREAM[fmt]).export_results(fmt, rows, paths)
     if fmt == "csv":
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=COLUMNS)
@@ -75,9 +74,7 @@ def _export_results(paths: list[Path], fmt: str, issues: list[RowIssue] | None) 
         for row in rows:
             writer.writerow(_flat(row))
         return buffer.getvalue()
-    if fmt == "md":
-        return _markdown(rows)
-    return _gaia_submission(rows)
+    return _markdown(rows)
 
 
 def _markdown(rows: list[dict]) -> str:
@@ -114,25 +111,3 @@ def _floor(floor: dict | None) -> str:
 def _num(value: float | None) -> str:
     return f"{value:.3f}" if value is not None else "-"
 
-
-def _gaia_submission(rows: list[dict]) -> str:
-    from qitos.benchmark.gaia.metrics import submission_rows
-
-    others = sorted({str(r.get("benchmark")) for r in rows} - {"gaia"})
-    if others:
-        raise BenchmarkUsageError(f"--format gaia-submission: the input holds rows of {', '.join(others)}; "
-                                  "give only GAIA results files")
-    configs = sorted({str(r.get("run_spec_ref")) for r in rows})
-    if len(configs) > 1:
-        raise BenchmarkUsageError(f"--format gaia-submission: the input mixes {len(configs)} configurations "
-                                  f"({', '.join(configs)}); a submission is one agent's answers: give one of them")
-    seen: dict[tuple, int] = {}
-    for r in rows:
-        key = (r["task_id"], r.get("trial", 0))
-        seen[key] = seen.get(key, 0) + 1
-    dupes = sorted(f"{t} (trial {n})" for (t, n), count in seen.items() if count > 1)
-    if dupes:
-        raise BenchmarkUsageError(f"--format gaia-submission: duplicate rows for {', '.join(dupes[:5])}"
-                                  + (f" and {len(dupes) - 5} more" if len(dupes) > 5 else "")
-                                  + "; keep one row per task and trial")
-    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in submission_rows(rows))

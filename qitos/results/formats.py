@@ -4,7 +4,7 @@
 line. Given an export instead (the tau-bench results JSON, a CSV or Markdown table, a GAIA submission, a
 run's HTML or JSON), reading it line by line reports every line as unreadable and counts no row; this
 module names the format and the command that reads it, from the file's first bytes, so the user gets
-one line and exit 2 instead.
+one line and exit 2 instead. The CSV export's columns are defined here too, as the header that names it.
 """
 
 from __future__ import annotations
@@ -17,6 +17,9 @@ from qitos.benchmark.errors import BenchmarkUsageError
 
 SNIFF_BYTES = 1 << 16
 _ROWS = "give the results JSONL `qit bench run` writes (one row object per line)"
+COLUMNS = ["task_id", "benchmark", "split", "subset", "trial", "model", "recipe", "run_spec_ref", "success", "score",
+           "stop_reason", "steps", "latency_seconds", "total_tokens", "cost", "prediction", "trace_run_dir",
+           "do_nothing_success"]  # `--format csv`; do_nothing_success: would an agent doing nothing succeed (floor.py)
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,7 @@ def recognise(path: Path) -> ForeignFormat | None:
     if first.replace(" ", "").startswith("|benchmark|split|"):
         return ForeignFormat("a Markdown table (`qit bench export --format md`)",
                              "it is a report: give the results JSONL it was made from")
-    if first == ",".join(_csv_columns()):
+    if first == ",".join(COLUMNS):
         return ForeignFormat("a CSV export (`qit bench export --format csv`)",
                              "give the results JSONL it was made from (results/*.jsonl)")
     if first == "{":  # an indented JSON document: no row spans several lines
@@ -63,12 +66,6 @@ def _tasks_file(path: Path, first: str) -> ForeignFormat | None:
                              f"run it with `qit bench run -b jsonl --root {path} --output results.jsonl`, then "
                              "evaluate results.jsonl")
     return None
-
-
-def _csv_columns() -> list[str]:
-    from qitos.results.export import COLUMNS
-
-    return COLUMNS
 
 
 def _gaia_submission(text: str) -> ForeignFormat | None:

@@ -265,7 +265,7 @@ def test_each_filesystem_error_is_worded_with_its_path(code, says, exit_code):
     import errno
     import os
 
-    from qitos.cli.paths import os_error_line
+    from qitos.cli.errors import os_error_line
 
     number = getattr(errno, code)
     line, exit_with = os_error_line(OSError(number, os.strerror(number), "out/r.jsonl"))
@@ -273,6 +273,6 @@ def test_each_filesystem_error_is_worded_with_its_path(code, says, exit_code):
 
 
 def test_an_oserror_that_is_not_the_filesystems_is_left_alone():
-    from qitos.cli.paths import os_error_line
+    from qitos.cli.errors import os_error_line
 
     assert os_error_line(ConnectionRefusedError(111, "Connection refused")) is None

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from qitos.results.export import export_run_html
 from qitos.core import AgentModule, Budget, Engine, Task
 from qitos.models.base import ModelResponse, Usage
 from qitos.models.scripted import ScriptedModel
 from qitos.qita.config import BoardConfig
+from qitos.qita.export import export_run_html
 
 from .conftest import screenshot
 from .corpus import act, echo, final

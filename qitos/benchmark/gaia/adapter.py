@@ -278,3 +278,11 @@ class GaiaAdapter(BenchmarkAdapter):
         out["unlabeled"] = m.unlabeled
         out["errors"] = m.errors
         return out
+
+    def export_results(self, fmt: str, rows: list[dict[str, Any]], paths: list[Path]) -> str:
+        """`--format gaia-submission`: the leaderboard's JSON lines, one agent's answer per task."""
+        if fmt != "gaia-submission":
+            return super().export_results(fmt, rows, paths)
+        from qitos.benchmark.gaia.submission import submission_text
+
+        return submission_text(rows)

@@ -297,6 +297,14 @@ class TauBenchAdapter(BenchmarkAdapter):
 
         return tau_metrics(rows)
 
+    def export_results(self, fmt: str, rows: list[dict[str, Any]], paths: list[Path]) -> str:
+        """`--format tau-bench`: upstream run.py's results JSON, from the tau-bench rows of the files."""
+        if fmt != "tau-bench":
+            return super().export_results(fmt, rows, paths)
+        from qitos.benchmark.tau_bench.export import export_results
+
+        return export_results(paths)
+
 
 def check_options(options: dict[str, Any]) -> RunOptions:
     """Refuse bad tau-bench options before any task runs (see :mod:`.options`); returns upstream's run options."""

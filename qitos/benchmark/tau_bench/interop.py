@@ -1,11 +1,12 @@
-"""Scoring side (rows, never in a run): upstream tau-bench results files in and out (``qit bench import|export --format tau-bench``).
+"""Scoring side (rows, never in a run): upstream tau-bench results files in (``qit bench import --format tau-bench``).
 
 Upstream's ``run.py`` writes a JSON list with one object per trajectory: ``task_id`` (the task
 index), ``reward``, ``info``, ``traj`` (the agent's messages) and ``trial``. Importing turns each
 into a QitOS result row (task id ``tau_<domain>_<split>_<index>``, score = reward) and a trace
 whose events hold the messages, so ``qit bench eval`` and qita show it next to QitOS runs; a
 trajectory whose ``info`` holds an ``error`` (upstream's crashed episode) becomes an ``error`` row
-with reward 0, which upstream's metrics also count as 0. Exporting writes that list back from rows.
+with reward 0, which upstream's metrics also count as 0. Exporting writes that list back from rows
+(:mod:`.export`).
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ from qitos.trace.schema import RunSummary
 from qitos.trace.writer import TraceWriter, new_run_id
 
 from qitos.benchmark.errors import BenchmarkUsageError
-from qitos.benchmark.floor import FLOOR_KEY
-from qitos.results.rows import BenchmarkRunResult, ResultsFile, iter_rows
+from qitos.results.rows import BenchmarkRunResult, ResultsFile
 from qitos.benchmark.tau_bench.adapter import SUCCESS_TOLERANCE, task_id
 from qitos.benchmark.tau_bench.data import DOMAIN_SPLITS
 
@@ -93,20 +93,3 @@ def _row(item: dict[str, Any], domain: str, split: str, spec: RunSpec, trace_log
 
 def _ended(info: Any) -> bool:
     return isinstance(info, dict) and info.get("reward_info") is not None
-
-
-def export_results(inputs: list[Path]) -> str:
-    """Upstream's results JSON from QitOS rows of tau-bench runs (task index, reward, info, traj, trial)."""
-    out = []
-    for path in inputs:
-        for row in iter_rows(path):
-            if row.get("benchmark") != "tau-bench":
-                continue
-            meta = row.get("metadata") or {}
-            reward = meta.get("reward", row.get("score") or 0.0)
-            info = {k: v for k, v in meta.items() if k not in ("traj", FLOOR_KEY)}  # upstream's info has no floor
-            if row.get("error"):
-                info["error"] = row["error"]
-            out.append({"task_id": int(str(row["task_id"]).rsplit("_", 1)[1]), "reward": float(reward or 0.0),
-                        "info": info, "traj": meta.get("traj", []), "trial": int(row.get("trial") or 0)})
-    return json.dumps(out, indent=2) + "\n"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse
 
 from ..board import Board, NotFound
 from ..configs import Configuration, run_name
@@ -150,14 +150,3 @@ def benchmark_page(request: Request) -> HTMLResponse:
     ctx = benchmark_context(board, request.path_params["name"], request.query_params.getlist("c"))
     return page(request, "benchmark.html.j2", **ctx)
 
-
-def benchmark_export(request: Request) -> Response:
-    """The benchmark page as one offline file (plotly.js and figures inlined), offered as a download."""
-    from ..export import render_benchmark_html
-
-    board = board_of(request)
-    name = request.path_params["name"]
-    html = render_benchmark_html(board, name, request.query_params.getlist("c"))
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
-    return Response(html, media_type="text/html; charset=utf-8",
-                    headers={"content-disposition": f'attachment; filename="{safe}-plots.html"'})

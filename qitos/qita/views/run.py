@@ -12,7 +12,7 @@ from typing import Any, Callable
 from urllib.parse import quote
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse
 
 from ..conversation import run_conversation
 from ..diff import flatten
@@ -131,13 +131,3 @@ def run_page(request: Request) -> HTMLResponse:
                 steps=views, steps_pager=steps_pager, events=events.items, events_pager=events_pager,
                 problems=problems, events_open=request.query_params.get("events_page") is not None)
 
-
-def export_download(request: Request) -> Response:
-    """The same self-contained file `qita export` writes, offered as a download."""
-    from ..export import render_run_html
-
-    board = board_of(request)
-    name = request.path_params["name"]
-    html = render_run_html(board.run_dir(name))
-    return Response(html, media_type="text/html; charset=utf-8",
-                    headers={"content-disposition": f'attachment; filename="{name}.html"'})
