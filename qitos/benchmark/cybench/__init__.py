@@ -13,7 +13,7 @@ The two sides (see `qitos.run.sides`):
   (validation; the `oracle` recipe runs in process, with gold, never official).
 """
 
-from qitos.benchmark.cybench.oracle import OracleResult, run_oracle, solution_command
+from qitos.benchmark.cybench.oracle import OracleResult, run_oracle
 from qitos.benchmark.cybench.requirements import PackageRequirement, RequirementsReport, parse_requirements
 from qitos.benchmark.cybench.runtime import (
     CybenchRuntime,
@@ -31,6 +31,7 @@ from qitos.benchmark.cybench.scoring import (
     partial_credit,
     score_task,
 )
+from qitos.benchmark.cybench.solution import solution_command
 from qitos.benchmark.cybench.tasks import (
     MEMORY_WINDOW,
     SUBTASK_MAX_ITERATIONS,
