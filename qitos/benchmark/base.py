@@ -326,6 +326,13 @@ class BenchmarkAdapter:
         `qitos.benchmark.floor`). None (the default): the benchmark has no such rule."""
         return None
 
+    def rescore(self, task: Task, recorded: dict[str, Any], run_dir: str, load: LoadOptions) -> Evaluation | None:
+        """Score a finished run again for `qit bench eval` (`qitos.results.rescore`), from what its manifest recorded
+        (`recorded`: the scoring side's `evaluation` record, e.g. `final_answer` and CyBench's per-question
+        `answers`) and its trace (`run_dir`), with the gold `load` selects. None (the default): the family has no
+        rule of its own here, and eval scores the recorded final answer with `evaluate` where it can."""
+        return None
+
     def cleanup(self, runtime: TaskRuntime) -> None:
         env = runtime.env
         if env is not None and hasattr(env, "close"):

@@ -21,8 +21,8 @@ import re
 from typing import Any
 
 from qitos.benchmark.base import RecipeContext
-from qitos.benchmark.cybench.adapter import CybenchOptions
 from qitos.benchmark.cybench.agent_env import CybenchEnv
+from qitos.benchmark.cybench.options import CybenchOptions
 from qitos.benchmark.cybench.oracle import OracleResult, run_oracle
 from qitos.benchmark.cybench.scoring import extract_answer
 from qitos.core.agent import AgentModule, AgentState, StepOutcome

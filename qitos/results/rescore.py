@@ -4,8 +4,9 @@ The scoring side records in each manifest's `evaluation` what it scored: the run
 CyBench the answer given to each question (`answers`). Eval loads the benchmark's gold itself (the
 dataset the run's ExperimentSpec names: `--root`, split, subset, options; the data dir of `qit bench
 eval --data-dir` or the default), checks it is the same dataset (the RunSpec's `dataset_digest`), and
-runs the benchmark's own scorer on the recorded answers: jsonl and GAIA on the final answer, CyBench on
-the answers plus the trace's model replies (partial credit). A row whose stored success or score the
+runs the benchmark's own scorer on the recorded answers: the adapter's `rescore` where the family has a rule of
+its own (CyBench: each question's answer plus the trace's model replies, for partial credit), else `evaluate` on
+the final answer (jsonl, GAIA). A row whose stored success or score the
 recomputation does not give counts as a failure. Benchmarks whose score rests on a state only the run
 saw (Tau-Bench's database, a desktop or VM) are not recomputed here; rows whose data eval cannot load
 are counted as not recomputed, never failed for it.
@@ -55,12 +56,12 @@ class Rescorer:
         if isinstance(loaded, str):
             self._skip(loaded)
             return None
-        adapter, tasks = loaded
+        adapter, tasks, load = loaded
         task = tasks.get(row["task_id"])
         if task is None:
             return f"task {row['task_id']} is not in the dataset its trace names"
         try:
-            success, score = _score(adapter, task, info, run_dir)
+            success, score = _score(adapter, task, info, run_dir, load)
         except Exception as exc:  # noqa: BLE001 - a trace the scorer cannot read: not recomputed, said so
             self._skip(f"the scorer failed ({type(exc).__name__})")
             return None
@@ -71,14 +72,14 @@ class Rescorer:
                     f"row success={str(row.get('success')).lower()} score={row.get('score')}")
         return None
 
-    def _load(self, info: dict[str, Any], results_file: Path) -> tuple[Any, dict[str, Any]] | str:
+    def _load(self, info: dict[str, Any], results_file: Path) -> tuple[Any, dict[str, Any], Any] | str:
         key = (info["benchmark"], info["split"], info["subset"], info["root"], info["variant"],
                repr(sorted(info["options"].items())), str(results_file.parent))
         if key not in self._loaded:
             self._loaded[key] = self._load_now(info, results_file)
         return self._loaded[key]
 
-    def _load_now(self, info: dict[str, Any], results_file: Path) -> tuple[Any, dict[str, Any]] | str:
+    def _load_now(self, info: dict[str, Any], results_file: Path) -> tuple[Any, dict[str, Any], Any] | str:
         from qitos.benchmark.base import LoadOptions
         from qitos.benchmark.registry import get_adapter
 
@@ -94,7 +95,7 @@ class Rescorer:
             return f"{info['benchmark']} data not loadable here ({type(exc).__name__})"
         if info["digest"] and adapter.dataset_digest(load, tasks) != info["digest"]:
             return f"{info['benchmark']} data differs from the run's (dataset digest)"
-        return adapter, {t.id: t for t in tasks}
+        return adapter, {t.id: t for t in tasks}, load
 
 
 def _find_root(root: str | None, results_file: Path) -> Path | None:
@@ -109,20 +110,11 @@ def _find_root(root: str | None, results_file: Path) -> Path | None:
     return None
 
 
-def _score(adapter: Any, task: Any, info: dict[str, Any], run_dir: str) -> tuple[bool | None, float | None]:
-    final = info["final_answer"]
-    if info["benchmark"] != "cybench":
-        result = SimpleNamespace(final_answer=final, run_dir=run_dir, final_state=None)
+def _score(adapter: Any, task: Any, info: dict[str, Any], run_dir: str,
+           load: Any) -> tuple[bool | None, float | None]:
+    recorded = {"final_answer": info["final_answer"], "answers": info["answers"]}
+    evaluation = adapter.rescore(task, recorded, run_dir, load)  # the family's own rule (CyBench: every answer)
+    if evaluation is None:  # none: its scorer on the recorded final answer
+        result = SimpleNamespace(final_answer=info["final_answer"], run_dir=run_dir, final_state=None)
         evaluation = adapter.evaluate(task, result, None)
-        return evaluation.success, evaluation.score
-    from qitos.benchmark.cybench.adapter import agent_texts
-    from qitos.benchmark.cybench.scoring import score_task
-
-    answers = info["answers"]
-    if not isinstance(answers, list):
-        raise ValueError("no recorded answers")
-    split = info["split"] or "unguided"
-    transcript = "\n".join([*agent_texts(run_dir), *(str(a) for a in answers if a)])
-    score = score_task(adapter.gold(task), split, answers, transcript=transcript)
-    value = score.subtask_score if split == "guided" else (1.0 if score.success else 0.0)
-    return score.success, value
+    return evaluation.success, evaluation.score

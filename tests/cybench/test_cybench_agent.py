@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from qitos.benchmark.cybench.tasks import load_task
-from qitos.benchmark.cybench.upstream import UpstreamAgent, UpstreamSourceError, load_upstream, tree_output
+from qitos.benchmark.cybench.listing import tree_output
+from qitos.benchmark.cybench.upstream import UpstreamAgent, UpstreamSourceError, load_upstream
 from qitos.models.base import ModelResponse
 from qitos.recipes.cybench_agent import UpstreamCybenchParser
 from tests.conftest import require_system

@@ -100,7 +100,7 @@ def server(cybench_data: Path):
 def tasks_for(cybench_data: Path, split: str, count: int) -> list:
     """10 file-only tasks whose requirements.sh packages the sandbox has (unguided: the first, guided: the last),
     13 different tasks over both splits."""
-    from qitos.benchmark.cybench.adapter import resolve_toolchain
+    from qitos.benchmark.cybench.toolchain import resolve_toolchain
     from qitos.benchmark.cybench.options import CybenchOptions
 
     venv = resolve_toolchain(CybenchOptions(), cybench_data.parent)

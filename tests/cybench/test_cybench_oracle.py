@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from qitos.benchmark.cybench import oracle as oracle_module
-from qitos.benchmark.cybench.oracle import run_oracle, solution_command
+from qitos.benchmark.cybench.oracle import run_oracle
+from qitos.benchmark.cybench.solution import solution_command
 from qitos.benchmark.cybench.scoring import extract_answer, score_task
 from qitos.benchmark.cybench.tasks import load_tasks
 from qitos.sandbox.bwrap import BwrapSandbox

@@ -150,7 +150,7 @@ def _ours() -> list[str]:
 
 
 def test_bench_list_counts_a_service_task_only_when_its_base_images_are_local(fixture_task) -> None:
-    from qitos.benchmark.cybench.adapter import _base_images_reason
+    from qitos.benchmark.cybench.availability import _base_images_reason
 
     assert images_missing_locally(["qitos-test/busybox:1.35", "qitos-test/never-built:0"]) == ["qitos-test/never-built:0"]
     pulled: dict[str, bool] = {}

@@ -37,6 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from qitos.benchmark.base import TaskRuntime
+from qitos.benchmark.cybench.options import CybenchOptions
 from qitos.sandbox.bwrap import WORK_MOUNT
 from qitos.benchmark.contract import AgentCallRefused, ScoringLink
 from qitos.core.tools import Tool, tool
@@ -277,8 +278,6 @@ class CybenchEnv:
 def make_env(*, workdir: Path, link: ScoringLink, split: str, questions: list[str], files: list[str],
              subtask_iterations: int, handles: dict[str, Any]) -> TaskRuntime:
     """The `AgentEnvSpec` factory: the agent side's runtime (its env and the public handles the recipes read)."""
-    from qitos.benchmark.cybench.adapter import CybenchOptions
-
     public = dict(handles)
     public["options"] = CybenchOptions(**public.get("options", {}))
     env = CybenchEnv(link, questions, split=split, files=files, subtask_iterations=subtask_iterations)

@@ -16,14 +16,27 @@ The image is never pulled. `tests/cybench/test_cybench_agent_image.py` runs this
 
 from __future__ import annotations
 
+import functools
 import re
 import secrets
 import subprocess
 import time
 from pathlib import Path
 
-from qitos.benchmark.cybench.runtime import docker_available
-from qitos.benchmark.cybench.stack import LABEL, OWNER_LABEL, ServiceStartError, docker, owner_label, remove_stale
+from qitos.benchmark.cybench.options import CybenchOptions
+from qitos.benchmark.cybench.runtime import CybenchRuntime, CybenchSetupError, docker_available
+from qitos.benchmark.cybench.stack import (
+    LABEL,
+    OWNER_LABEL,
+    ServiceStack,
+    ServiceStartError,
+    docker,
+    owner_label,
+    remove_stale,
+)
+from qitos.benchmark.cybench.tasks import CybenchTask
+from qitos.benchmark.cybench.upstream import load_upstream
+from qitos.benchmark.errors import BenchmarkUsageError
 from qitos.sandbox.bwrap import WORK_MOUNT, SandboxResult
 from qitos.sandbox.output import OutputCap
 
@@ -111,3 +124,41 @@ class AgentImage:
         if self.started:
             docker("rm", "-f", self.name, check=False)
             self.started = False
+
+
+def execution_of(opts: CybenchOptions, root: Path) -> tuple[str, str | None]:
+    """Where the agent's commands run: ("image_<id>", the image) or ("bwrap", None)."""
+    if opts.execution == "bwrap":
+        return "bwrap", None
+    image, ident = _local_image(str(root))
+    if ident is None:
+        if opts.execution == "image":
+            raise BenchmarkUsageError(
+                f"--option execution=image: upstream's agent image {image or '(run_task.sh not found)'} is not in a "
+                "local Docker engine (QitOS never pulls it); load it there, or use --option execution=bwrap")
+        return "bwrap", None
+    return f"image_{ident.split(':')[-1][:12]}", image
+
+
+@functools.lru_cache(maxsize=4)
+def _local_image(root: str) -> tuple[str | None, str | None]:
+    try:
+        image = upstream_image(Path(root) / "upstream")
+    except (OSError, ValueError):
+        return None, None
+    return image, image_id(image)
+
+
+def start_agent_image(image: str, runtime: CybenchRuntime, record: CybenchTask, root: Path,
+                      stack: ServiceStack | None, opts: CybenchOptions) -> AgentImage:
+    """One task's agent container, started on the task's service network (a setup failure when it does not)."""
+    agent = AgentImage(image, runtime.work_dir, load_upstream(root).agent_dir,
+                       metadata_dir=record.task_dir / "metadata", network=stack.network if stack else None,
+                       timeout_seconds=opts.command_timeout, max_output_bytes=runtime.max_output_bytes,
+                       max_output_tail_bytes=runtime.max_output_tail_bytes)
+    try:
+        agent.start()
+    except ServiceStartError as exc:
+        agent.close()
+        raise CybenchSetupError(f"{record.task_id}: upstream's agent image did not start: {exc}") from None
+    return agent

@@ -12,6 +12,7 @@ Declared (found by running the solution, see tests/cybench/test_cybench_availabi
 
 from __future__ import annotations
 
+from qitos.benchmark.cybench.solution import unwrap_bytes_literal
 from qitos.benchmark.cybench.tasks import CybenchTask
 
 CLOCK_DEPENDENT = {
@@ -24,8 +25,6 @@ CLOCK_DEPENDENT = {
 
 def oracle_blocking_issue(task: CybenchTask) -> str | None:
     """Why the reference solution cannot reproduce the scored flag, or None. `task` needs its gold."""
-    from qitos.benchmark.cybench.oracle import unwrap_bytes_literal
-
     if task.path in CLOCK_DEPENDENT:
         return CLOCK_DEPENDENT[task.path]
     flag_file = task.task_dir / "metadata" / "solution" / "flag.txt"

@@ -28,13 +28,13 @@ Knowledge's solve.py prints and its flag.txt holds) is unwrapped: the flag insid
 
 from __future__ import annotations
 
-import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from qitos.benchmark.cybench.availability import oracle_unavailable_reason
 from qitos.benchmark.cybench.runtime import (
     CybenchRuntime,
     CybenchSetupError,
@@ -42,11 +42,11 @@ from qitos.benchmark.cybench.runtime import (
 )
 from qitos.benchmark.cybench.scoring import exact_match
 from qitos.benchmark.cybench.services import plan_for
+from qitos.benchmark.cybench.solution import SOLUTION_SUBDIR, solution_command, unwrap_bytes_literal
 from qitos.benchmark.cybench.stack import ServiceStack, ServiceStartError
 from qitos.benchmark.cybench.tasks import CybenchTask, Variant
 from qitos.sandbox.bwrap import WORK_MOUNT
 
-SOLUTION_SUBDIR = "metadata/solution"
 ORACLE_MAX_OUTPUT_BYTES = 20_000_000  # some solutions print megabytes before the flag line (Permuted)
 _REQUIREMENTS_STUB = (
     "#!/bin/sh\n"
@@ -74,23 +74,6 @@ class OracleResult(BaseModel):
     def final_text(self) -> str:
         """The oracle's reply in the agent convention, for the scorer and traces."""
         return f"Answer: {self.flag_output}" if self.flag_output else "Answer:"
-
-
-def unwrap_bytes_literal(line: str) -> str:
-    """`b'HTB{x}'` -> `HTB{x}`: a solution that prints Python bytes (Primary Knowledge) still yields the flag."""
-    match = re.fullmatch(r"b(['\"])(.*)\1", line)
-    return match.group(2) if match else line
-
-
-def solution_command(task: CybenchTask) -> str | None:
-    """How to run the reference solution from metadata/solution, or None if there is none."""
-    solution = task.task_dir / SOLUTION_SUBDIR
-    if (solution / "solution.sh").is_file():
-        return "bash solution.sh"
-    for name in ("solve.py", "solution.py", "solver.py"):
-        if (solution / name).is_file():
-            return f"python3 {name}"
-    return None
 
 
 def _build_layout(task: CybenchTask, root: Path) -> None:
@@ -127,8 +110,6 @@ def run_oracle(
     `hosts`: the running services' addresses (stack.py); a service task run without them has its
     services started here and removed afterwards.
     """
-    from qitos.benchmark.cybench.availability import oracle_unavailable_reason
-
     reason = oracle_unavailable_reason(task)  # the check `qit bench list` and `qit bench run` make
     command = solution_command(task)
     if reason is not None:

@@ -25,9 +25,12 @@ import time
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from qitos.sandbox.bwrap import SANDBOX_PATH, remove_tree
+
+if TYPE_CHECKING:
+    from qitos.benchmark.cybench.options import CybenchOptions
 
 TOOLCHAIN_ENV = "QITOS_TOOLCHAIN_DIR"
 MARKER = "toolchain.json"
@@ -92,6 +95,16 @@ def status(path: Path) -> ToolchainStatus:
 
 def find(data_dir: Path | str) -> ToolchainStatus:
     return status(toolchain_dir(data_dir))
+
+
+def resolve_toolchain(opts: "CybenchOptions", data_dir: Path | str) -> Path | None:
+    """The toolchain venv the sandbox gets (``--option toolchain``): none when off or (auto) not installed."""
+    if opts.toolchain == "off":
+        return None
+    if opts.toolchain != "auto":
+        return Path(opts.toolchain)
+    found = find(data_dir)
+    return found.venv if found.present else None
 
 
 def install(path: Path, log: Callable[[str], None] = lambda _m: None, *, force: bool = False) -> ToolchainStatus:

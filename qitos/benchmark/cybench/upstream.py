@@ -4,19 +4,18 @@ QitOS never carries a copy of upstream's prompt or phrases: this parses the unmo
 ``agent/agent.py``, ``agent/dataclasses/chat_chain.py`` and ``run_task.py`` with :mod:`ast` (never importing or
 running them) and renders them with the values upstream's code binds (`render_task`). The agent side gets the
 result (`upstream_texts.UpstreamTaskTexts`) with its environment. Anything not shaped as at the pinned commit
-(6c3702c) is a clear error naming the file and construct.
+(6c3702c) is a clear error naming the file and construct. The work dir listing its prompt shows: `listing.py`.
 """
 
 from __future__ import annotations
 
 import ast
-import fnmatch
-import os
 import shlex
 import threading
 from pathlib import Path
 from typing import Any
 
+from qitos.benchmark.cybench.listing import ls_output, tree_output
 from qitos.benchmark.cybench.tasks import CybenchTask, Split, Variant
 from qitos.benchmark.upstream_source import SourceReader
 from qitos.benchmark.cybench.upstream_texts import Pattern, Segment, UpstreamAgentTexts, UpstreamTaskTexts, render
@@ -115,68 +114,6 @@ class UpstreamAgent:
     def listing(self, work_dir: Path) -> tuple[str, str]:
         """(`ls` output, `tree -I ...` output) of a staged work dir, as upstream's prompt shows them."""
         return ls_output(work_dir), tree_output(work_dir, self.tree_ignore)
-
-
-def ls_output(folder: Path) -> str:
-    """`ls` piped (one name a line, no dotfiles, sorted as in the C locale)."""
-    names = sorted((p.name for p in folder.iterdir() if not p.name.startswith(".")), key=os.fsencode) \
-        if folder.is_dir() else []
-    return "".join(f"{name}\n" for name in names)
-
-
-def tree_output(folder: Path, ignore: list[str]) -> str:
-    """`tree -I pattern` run in `folder` by upstream's run_task.py (tree 2.x). Its image sets no locale, so Python
-    (PEP 538) runs it with LC_CTYPE=C.UTF-8 and collation C: UTF-8 line drawing, names in byte order, characters
-    that are not printable as octal escapes, the root counted as a directory."""
-    counts = [1, 0]  # directories (the root included, as tree 2 counts), files
-    lines = ["."]
-
-    def walk(path: Path, prefix: str) -> None:
-        try:
-            entries = [p for p in path.iterdir() if not p.name.startswith(".")
-                       and not any(fnmatch.fnmatchcase(p.name, pat) for pat in ignore)]
-        except OSError:
-            return
-        entries.sort(key=lambda p: os.fsencode(p.name))
-        for i, entry in enumerate(entries):
-            last = i == len(entries) - 1
-            name = _escaped(entry.name)
-            if entry.is_symlink():
-                name = f"{name} -> {_escaped(str(Path(entry).readlink()))}"
-            lines.append(f"{prefix}{'└── ' if last else '├── '}{name}")
-            if entry.is_dir() and not entry.is_symlink():
-                counts[0] += 1
-                walk(entry, prefix + ("    " if last else "│\u00a0\u00a0 "))  # tree's own no-break spaces
-            else:
-                counts[1] += 1
-
-    if folder.is_dir():
-        walk(folder, "")
-    dirs = f"{counts[0]} director{'y' if counts[0] == 1 else 'ies'}"
-    files = f"{counts[1]} file{'' if counts[1] == 1 else 's'}"
-    return "\n".join(lines) + f"\n\n{dirs}, {files}\n"
-
-
-def _escaped(name: str) -> str:
-    """tree's default quoting in a UTF-8 locale: printable characters as they are, every byte of anything else
-    (control characters, invalid UTF-8) as a backslash and three octal digits."""
-    raw = os.fsencode(name)
-    out, i = [], 0
-    while i < len(raw):
-        for size in (1, 2, 3, 4):
-            try:
-                char = raw[i:i + size].decode("utf-8")
-            except UnicodeDecodeError:
-                continue
-            break
-        else:
-            char, size = "", 1
-        if char and char.isprintable():
-            out.append(char)
-        else:
-            out.extend(f"\\{b:03o}" for b in raw[i:i + size])
-        i += size
-    return "".join(out)
 
 
 _LOCK = threading.Lock()
