@@ -1,5 +1,5 @@
-"""OSWorld's `computer_13` action space as validated records (both sides), executed with xdotool on one X display
-(scoring side).
+"""Both sides: OSWorld's `computer_13` action space as validated records (the recipes read it), executed with
+xdotool on one X display (scoring side).
 
 Names and arguments follow OSWorld so an agent prompt written for OSWorld works unchanged: MOVE_TO(x, y),
 CLICK(x?, y?, button?, num_clicks?), MOUSE_DOWN(button?), MOUSE_UP(button?), RIGHT_CLICK(x?, y?),

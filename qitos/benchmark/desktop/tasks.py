@@ -1,4 +1,5 @@
-"""Agent side may read this: the desktop starter tasks as the agent knows them, one `TaskCard` per task.
+"""Scoring side, no gold (the agent side may read it): the desktop starter tasks as the agent knows them, one
+`TaskCard` per task.
 
 A card holds what a computer-use agent is told or can see for itself: the task id, the instruction, the app and
 its setup (the windows, fields and buttons it shows on screen) and the step budget. Nothing here says how a task

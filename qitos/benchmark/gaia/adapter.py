@@ -1,4 +1,4 @@
-"""`--benchmark gaia`: the user's own GAIA copy as QitOS tasks, scored by the official rules.
+"""Scoring side: `--benchmark gaia`: the user's own GAIA copy as QitOS tasks, scored by the official rules.
 
 Data comes from `--root` or `<data dir>/gaia`, laid out like the hub repository
 (`2023/<split>/metadata.jsonl|parquet`, attachments beside it); QitOS never ships or caches

@@ -1,4 +1,5 @@
-"""Reading the user's own GAIA copy (hub layout, jsonl or parquet) into typed questions.
+"""Both sides: the `GaiaQuestion` record (the agent side builds one without its answer, for the prompt), and
+reading the user's own GAIA copy (hub layout, jsonl or parquet) into typed questions.
 
 GAIA is gated and must never be reshared, so QitOS ships no GAIA content: it reads a local
 copy laid out like the hub repository (`<root>/2023/<split>/metadata.jsonl` or

@@ -1,7 +1,7 @@
-"""`python -m qitos.benchmark.gaia.fetch`: download GAIA with your own Hugging Face token.
+"""Scoring side (data, never in a run): download GAIA with your own Hugging Face token.
 
-GAIA is gated, so QitOS cannot fetch it for you anonymously; this puts your copy where
-`--benchmark gaia` looks by default (`<data dir>/gaia`), then counts what arrived.
+`python -m qitos.benchmark.gaia.fetch`. GAIA is gated, so QitOS cannot fetch it for you anonymously; this
+puts your copy where `--benchmark gaia` looks by default (`<data dir>/gaia`), then counts what arrived.
 """
 
 from __future__ import annotations

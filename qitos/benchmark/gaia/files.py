@@ -1,4 +1,4 @@
-"""Turn GAIA attachments into text an agent can read.
+"""Agent side: turn GAIA attachments into text an agent can read.
 
 One reader per format, each importing its library only when needed so the base install
 stays light (`pip install 'qitos[gaia]'` brings them all). Output is capped by

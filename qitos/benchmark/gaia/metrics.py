@@ -1,4 +1,5 @@
-"""GAIA aggregates (accuracy overall and per level, with Wilson intervals) and leaderboard export.
+"""Scoring side (rows, never in a run): GAIA aggregates (accuracy overall and per level, with Wilson intervals) and
+leaderboard export.
 
 Works on result rows as dicts or objects (e.g. `BenchmarkRunResult`), reading `task_id`,
 `success`, `prediction`, `trial`, `steps`, `token_usage`, `cost` and `metadata["level"]`.

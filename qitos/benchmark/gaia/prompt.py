@@ -1,4 +1,4 @@
-"""The GAIA answer conventions, told to the model in QitOS's own words.
+"""Agent side: the GAIA answer conventions, told to the model in QitOS's own words.
 
 The scorer is strict (quasi-exact match), so the prompt's job is to make the model emit
 answers in the shape the scorer expects: one `FINAL ANSWER:` line, bare numbers, short

@@ -1,4 +1,5 @@
-"""One GAIA task's runtime: a work dir holding the attachment, and the tools bound to it.
+"""Both sides (the agent side builds the tools; the scoring side checks what is available and reads the web
+settings to hand them over): one GAIA task's runtime: a work dir holding the attachment, and the tools bound to it.
 
 The adapter owns the Python sandbox and the HTTP client (instead of letting the tools create
 them lazily) so that `cleanup` can close both. Capabilities that this machine lacks keep their

@@ -1,4 +1,4 @@
-"""GAIA's official quasi-exact-match scorer, and extraction of the answer from model text.
+"""Scoring side: GAIA's official quasi-exact-match scorer, and extraction of the answer from model text.
 
 `score_answer` follows the published rules exactly, including their odd corners, because a
 leaderboard number is only comparable if every harness scores the same way:

@@ -1,4 +1,4 @@
-"""The GAIA recipe's toolset: files, sandboxed Python, and (when configured) the web.
+"""Agent side: the GAIA recipe's toolset: files, sandboxed Python, and (when configured) the web.
 
 Every tool is a closure bound to one task's work dir, so paths the model passes are
 resolved there and cannot escape it. Attachments are copied into the work dir first,

@@ -1,4 +1,5 @@
-"""Web search and page visits for the GAIA toolset, behind an explicit provider setting.
+"""Agent side (the scoring side only reads the settings, `WebConfig`, to hand them over): web search and page visits
+for the GAIA toolset, behind an explicit provider setting.
 
 Nothing here reaches the network unless the user configured it (`QITOS_WEB_SEARCH` plus a
 key, or a `WebConfig` passed in code); unconfigured tools answer with a message saying

@@ -1,4 +1,4 @@
-"""`--benchmark jsonl --root tasks.jsonl`: rows {id, question, answer, optional files}.
+"""Scoring side: `--benchmark jsonl --root tasks.jsonl`: rows {id, question, answer, optional files}.
 
 Files are paths relative to the JSONL file. Scoring uses `--option scorer=NAME` (default
 `exact`). Useful for users' own task sets and for tests of the platform itself.

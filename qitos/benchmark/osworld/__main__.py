@@ -1,4 +1,5 @@
-"""`python -m qitos.benchmark.osworld <data root> [split]` prints the metric/getter coverage report."""
+"""Scoring side (never in a run): `python -m qitos.benchmark.osworld <data root> [split]` prints the metric/getter
+coverage report."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Agent side (and the scoring side's provider): OSWorld action spaces: `computer_13` action dicts (validated) and `pyautogui` code strings, both turned
-into the Python snippet the in-VM controller runs, as upstream does (`python -c "import pyautogui; ..."`).
+"""Both sides (the agent side's env sends them; the scoring side's provider and evaluator read them): OSWorld action
+spaces: `computer_13` action dicts (validated) and `pyautogui` code strings, both turned into the Python snippet the
+in-VM controller runs, as upstream does (`python -c "import pyautogui; ..."`).
 
 Arguments are embedded with `repr`, so typed text can never break out of the generated code.
 """

@@ -1,5 +1,5 @@
-"""What the official evaluators can score here (the coverage report and each task's resolution), kept on disk
-between commands.
+"""Scoring side: what the official evaluators can score here (the coverage report and each task's resolution), kept on
+disk between commands.
 
 Computing it imports upstream's whole `desktop_env.evaluators` (pandas, OpenCV, PyMuPDF, ...: about 3 s), which
 `qit bench list` and `qit bench run --dry-run` would otherwise pay on every call. The report depends only on the

@@ -1,4 +1,4 @@
-"""Exceptions of the OSWorld adapter: each names what failed so a run report can say why."""
+"""Both sides: exceptions of the OSWorld adapter: each names what failed so a run report can say why."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
-"""Scoring side: OSWorld's `--option` keys, declared (see `qitos.benchmark.options`): upstream's run flags, named
-and defaulted as `run.py` names them (`action_space`, `observation_type`, `sleep_after_execution`,
-`max_trajectory_length`, `temperature`, `top_p`, `max_tokens`) plus PromptAgent's `a11y_tree_max_tokens`, which
-the `prompt-agent` recipe follows (`qitos/recipes/osworld_prompt_agent.py`); the desktop provider and its Docker
-VM settings (`docker_provider.py`); and the `react-computer-use` recipe's own (`qitos/recipes/osworld.py`).
-Upstream's `--max_steps` (15) is the run's `--max-steps` (one step = one model call = one `predict`)."""
+"""Both sides (the `prompt-agent` recipe reads them on the agent side): OSWorld's `--option` keys, declared (see
+`qitos.benchmark.options`): upstream's run flags, named and defaulted as `run.py` names them (`action_space`,
+`observation_type`, `sleep_after_execution`, `max_trajectory_length`, `temperature`, `top_p`, `max_tokens`) plus
+PromptAgent's `a11y_tree_max_tokens`, which the `prompt-agent` recipe follows
+(`qitos/recipes/osworld_prompt_agent.py`); the desktop provider and its Docker VM settings (`docker_provider.py`); and
+the `react-computer-use` recipe's own (`qitos/recipes/osworld.py`). Upstream's `--max_steps` (15) is the run's
+`--max-steps` (one step = one model call = one `predict`)."""
 
 from __future__ import annotations
 

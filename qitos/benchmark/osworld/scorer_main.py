@@ -1,4 +1,5 @@
-"""Inside the scorer sandbox: run one upstream metric on what the scoring side sent; answer one JSON line.
+"""Scoring side (its confined scorer process): inside the scorer sandbox: run one upstream metric on what the scoring
+side sent; answer one JSON line.
 
 `scorer.py` starts this file (`python <path>/scorer_main.py`) in a bubblewrap sandbox of its own, with
 the job on stdin (base64 of a pickle: the checkout, the metric's name, its positional arguments and options, file

@@ -2,7 +2,7 @@
 
 For library use, the conformance fixtures and the speed benchmark (``qit bench`` runs split the two:
 the agent side's :mod:`.engine_env` and the scoring side's :mod:`.scoring`). The step semantics are
-the agent side's :class:`.episode.TauEpisode`, upstream's (spec section 3.2); the simulated user
+the scoring side's :class:`.episode.TauEpisode`, upstream's (spec section 3.2); the simulated user
 gets the task's instruction; the reward is computed when the episode ends and, unlike upstream,
 leaves the agent's database and action log as they were.
 """

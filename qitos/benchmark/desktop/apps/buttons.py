@@ -1,4 +1,5 @@
-"""A dialog with a message and a row of buttons; the state records every button press in order.
+"""Scoring side (a task app: its own process on the scoring side's display): a dialog with a message and a row of
+buttons; the state records every button press in order.
 
 Config: {"title": str, "message": str, "buttons": [label, ...], "geometry": "WxH+X+Y"}.
 Widget names are the labels in lower case with spaces as underscores ("Save As" -> "save_as").

@@ -1,4 +1,5 @@
-"""A plain-text editor with a Save button (and Ctrl+S) that writes the text to a file next to the state file.
+"""Scoring side (a task app: its own process on the scoring side's display): a plain-text editor with a Save button
+(and Ctrl+S) that writes the text to a file next to the state file.
 
 Config: {"title": str, "filename": str, "initial_text": str, "geometry": "WxH+X+Y"}. State: saved_path,
 save_count, modified (unsaved edits exist), length (characters in the buffer). The file on disk is the

@@ -1,4 +1,5 @@
-"""Labelled text fields and an optional submit button; live values, pastes and submissions go to the state.
+"""Scoring side (a task app: its own process on the scoring side's display): labelled text fields and an optional
+submit button; live values, pastes and submissions go to the state.
 
 Config: {"title": str, "heading": str, "fields": [{"name", "label", "initial"?, "readonly"?}],
 "submit": label or null, "geometry": "WxH+X+Y"}. State: values (live), submitted (values at the last

@@ -1,4 +1,5 @@
-"""What every task app shares: command line, config, the published widget description and the state file.
+"""Scoring side (the task apps' processes): what every task app shares: command line, config, the published widget
+description and the state file.
 
 An app builds its Tk widgets, registers the ones an agent may see with `track`, and reports real state with
 `set`. The harness refreshes the widget JSON whenever something on screen changed (positions come from Tk in

@@ -1,4 +1,5 @@
-"""A prompt, a list of items and a Choose button; double-clicking an item also chooses it.
+"""Scoring side (a task app: its own process on the scoring side's display): a prompt, a list of items and a Choose
+button; double-clicking an item also chooses it.
 
 Config: {"title": str, "prompt": str, "items": [str], "choose": label, "geometry": "WxH+X+Y"}.
 List rows are published as "list item" widgets named "item:<text>". State: selected (live), chosen

@@ -1,4 +1,5 @@
-"""A settings panel: check boxes, an optional slider and spin box, and a Save button.
+"""Scoring side (a task app: its own process on the scoring side's display): a settings panel: check boxes, an
+optional slider and spin box, and a Save button.
 
 Config: {"title": str, "checkboxes": [{"name", "label", "initial"?}], "slider": {"name", "label", "from",
 "to", "resolution"?, "initial"?} or null, "spinbox": {"name", "label", "from", "to", "initial"?} or null,

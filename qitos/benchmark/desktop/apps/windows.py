@@ -1,4 +1,5 @@
-"""One or more plain windows with a line of text each; the state tracks which are open and their sizes.
+"""Scoring side (a task app: its own process on the scoring side's display): one or more plain windows with a line of
+text each; the state tracks which are open and their sizes.
 
 Config: {"windows": [{"name", "title", "text", "geometry"}]}; the first window is the main one (closing it
 ends the app). State: open (names of open windows), closed (names closed by the user, in order), sizes
