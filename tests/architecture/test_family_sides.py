@@ -26,7 +26,7 @@ DOCS = {
     "tau_bench": "docs/benchmarks/tau-bench.md",
 }
 # Families whose docstrings and docs page are being written on another branch; remove once it has landed.
-PENDING = {"cybench"}
+PENDING: set[str] = set()
 
 FAMILIES = sorted(p.parent.name for p in BENCHMARK.glob("*/adapter.py"))
 

@@ -1,4 +1,4 @@
-"""GAIA's leaderboard submission from results rows (`qit bench export --format gaia-submission`).
+"""Scoring side: GAIA's leaderboard submission from results rows (`qit bench export --format gaia-submission`).
 
 A submission is one agent's answers: rows of another benchmark, of several configurations, or two rows of
 the same task and trial are refused with one line naming them, never merged silently.
