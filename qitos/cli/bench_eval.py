@@ -46,7 +46,8 @@ def evaluate_files(paths: list[Path], by: list[str], data_dir: Path | None = Non
 def _evaluate_files(paths: list[Path], by: list[str], data_dir: Path | None = None) -> dict[str, Any]:
     from qitos.benchmark.metrics import CONFIG_FIELDS, ROW_REQUIRED, evaluate_rows, known_fields
     from qitos.results.formats import refuse_foreign_format, require_file
-    from qitos.results.rows import RowIssue, TraceCheck, discredit, iter_numbered_rows
+    from qitos.results.rows import RowIssue, iter_numbered_rows
+    from qitos.results.trace_check import TraceCheck, discredit
 
     from .errors import UsageError
 
@@ -112,7 +113,7 @@ _JSON_GENERATION = ("extra_body", "think_tags")  # compared as canonical JSON te
 def describe_configuration(rows: list[dict[str, Any]], locate=None) -> dict[str, Any]:
     """The settings of a group's configuration, from the RunSpec in its first readable trace manifest."""
     from qitos.benchmark.metrics import row_description
-    from qitos.results.rows import trace_run_spec
+    from qitos.results.trace_check import trace_run_spec
 
     spec = trace_run_spec(rows[:5], locate)
     if spec is not None:

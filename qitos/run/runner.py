@@ -32,7 +32,8 @@ from qitos.run.job import seal
 from qitos.run.job_context import JobContext, batch_model_provider, prepared_task, resolve_recipe
 from qitos.run.lifetime import exit_code_for, signal_of
 from qitos.benchmark.registry import canonical_name, get_adapter
-from qitos.results.rows import NOT_DONE_REASONS, BenchmarkRunResult, ResultsFile, trace_run_spec
+from qitos.results.rows import NOT_DONE_REASONS, BenchmarkRunResult, ResultsFile
+from qitos.results.trace_check import trace_run_spec
 from qitos.run.lock import RunLock
 from qitos.results.tail import warnings_for as cut_warnings
 from qitos.results.tally import RunTally

@@ -29,7 +29,8 @@ from qitos.trace.schema import RunSummary
 from qitos.trace.writer import TraceWriter, new_run_id
 
 from qitos.benchmark.errors import BenchmarkUsageError
-from qitos.results.rows import BenchmarkRunResult, ResultsFile, TraceCheck, iter_rows, row_run_dir
+from qitos.results.rows import BenchmarkRunResult, ResultsFile, iter_rows
+from qitos.results.trace_check import TraceCheck, row_run_dir
 from qitos.benchmark.cybench.metrics import upstream_flag_seen, upstream_logged
 from qitos.benchmark.cybench.tasks import UNGUIDED_QUESTION, CybenchTask, load_task, read_task_list, task_id_for
 

@@ -27,7 +27,8 @@ from qitos.trace.schema import RunSummary
 from qitos.trace.writer import TraceWriter, new_run_id
 
 from qitos.benchmark.errors import BenchmarkUsageError
-from qitos.results.rows import BenchmarkRunResult, ResultsFile, TraceCheck, iter_rows, row_run_dir
+from qitos.results.rows import BenchmarkRunResult, ResultsFile, iter_rows
+from qitos.results.trace_check import TraceCheck, row_run_dir
 from qitos.benchmark.osworld.metrics import domain_of, has_score
 
 ACTION_SPACES = ("computer_13", "pyautogui")
