@@ -14,7 +14,8 @@ from osworld_fake_controller import FakeController
 from qitos.benchmark.base import LoadOptions
 from qitos.benchmark.errors import BenchmarkUsageError
 from qitos.benchmark.osworld import ControllerUnreachable, load_tasks
-from qitos.benchmark.osworld.adapter import OsworldAdapter, agent_view, domain_of
+from qitos.benchmark.osworld.adapter import OsworldAdapter, agent_view
+from qitos.benchmark.osworld.metrics import domain_of
 from qitos.benchmark.osworld.vm_pool import LEASES, ControllerLeases
 from qitos.benchmark.osworld.engine_env import OsworldEnv
 from qitos.benchmark.registry import get_adapter
