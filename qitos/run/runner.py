@@ -134,7 +134,8 @@ def _described_run_spec(ctx: JobContext, tasks: list[Task]) -> RunSpec:
     """The RunSpec of a split batch: the agent side builds the agent for a first task and describes it.
 
     The agent host started for this stays for the jobs when it shows them the same view (see execute_batch)."""
-    from qitos.run.sides.scoring import describe_agent, trusted_run_spec
+    from qitos.run.sides.scoring import describe_agent
+    from qitos.run.sides.trusted_spec import trusted_run_spec
 
     cfg, adapter = ctx.cfg, ctx.adapter
     for task in tasks:

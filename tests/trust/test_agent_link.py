@@ -14,7 +14,7 @@ import time
 import pytest
 
 from qitos.run.sides.wire import Channel
-from qitos.run.sides.zygote import _Link
+from qitos.run.sides.link import _Link
 
 
 def test_stop_ends_the_reader_before_the_socket_closes():
@@ -76,7 +76,7 @@ def test_channel_reads_whole_messages_however_the_bytes_arrive():
 def test_a_call_carries_the_trace_before_it():
     """The trace a call follows (its `model_request`) rides with the call in one message; the manifest's first
     fields wait for `run_start`; a step is sent at once."""
-    from qitos.run.sides.zygote import _Outbox
+    from qitos.run.sides.link import _Outbox
 
     ours, theirs = socket.socketpair()
     try:

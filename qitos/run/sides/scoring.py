@@ -9,10 +9,6 @@ reach. The returned outcome (answer, the environment's final state) is what the 
 from __future__ import annotations
 
 import base64
-import json
-import os
-import queue
-import socket
 import threading
 import time
 from pathlib import Path
@@ -24,8 +20,6 @@ from qitos.core.task import Task
 from qitos.models.base import ModelError, Usage
 from qitos.models.deadline import TimeLeftExceeded, task_deadline
 from qitos.spec.official import RunFacts, official_checks
-from qitos.spec.provenance import environment_summary, package_version, qitos_checkout
-from qitos.spec.run_spec import RunSpec
 from qitos.trace.schema import RunSummary, TokenUsage
 from qitos.trace.writer import TraceWriter, new_run_id
 
@@ -34,6 +28,8 @@ from qitos.benchmark.contract import AgentCallRefused, AgentJob, AgentOutcome
 from qitos.run.sides.evidence import CLAIM_KEY, OutsideEvidence, lowered_by_agent, observed_factory, process_end, relay_failed
 from qitos.run.sides.host import START_TIMEOUT_SECONDS
 from qitos.run.sides.limits import STOP_REASONS
+from qitos.run.sides.model_calls import MODEL_CALLS
+from qitos.run.sides.trusted_spec import trusted_run_spec
 from qitos.run.sides.receiver import AssetQuotaExceeded, StreamError, TraceReceiver
 from qitos.run.sides.watch import TaskWatch, read_hello
 from qitos.run.sides.wire import WireClosed
@@ -41,7 +37,7 @@ from qitos.run.sides.wire import WireClosed
 if TYPE_CHECKING:
     from qitos.run.job_context import JobContext
 
-MODEL_FIELDS = ("model_name", "model_family", "model_provider", "base_url_host")
+
 PROCESS_END_WAIT_SECONDS = 5.0  # for the host's report of how a job's process ended, after its socket closed
 CANCEL_GRACE_SECONDS = 30.0  # after a cancel, how long the agent side may take to end its run
 DEADLINE_GRACE_SECONDS = 120.0  # beyond the task's own time budget, before the scoring side gives up
@@ -49,45 +45,6 @@ DEADLINE_GRACE_SECONDS = 120.0  # beyond the task's own time budget, before the 
 # so a call could not be told apart by task), hence not counted (docs/security.md)
 UNCOUNTED_BATCH_CLIENT = ("calls of the --runner's own OpenAI client were not counted: in --agent-processes batch it "
                           "is not relayed through the scoring side (run with --agent-processes task to count them)")
-
-
-def trusted_run_spec(ctx: "JobContext", task: Task, description: dict[str, Any]) -> RunSpec:
-    """The RunSpec: the agent's description of itself, everything else from this side.
-
-    Built once per run for each description and task budget (a batch's tasks mostly share both), then copied:
-    a task costs a lookup, not a build and a fingerprint. The memo is this process's (a worker forked or a node
-    sent the context builds its own) and is dropped when the runner's code identity (`ctx.closure`) changes."""
-    try:
-        key = json.dumps([description, task.budget.model_dump(mode="json")], sort_keys=True, default=str)
-    except (TypeError, ValueError):  # not plain data: built every time
-        return _build_run_spec(ctx, task, description)
-    where = (socket.gethostname(), os.getpid(), id(ctx.closure))
-    memo = ctx.__dict__.get("_run_spec_memo")
-    if memo is None or memo[0] != where or memo[1] is not ctx.closure:
-        memo = ctx.__dict__["_run_spec_memo"] = (where, ctx.closure, {})
-    specs = memo[2]
-    spec = specs.get(key)
-    if spec is None:
-        spec = _build_run_spec(ctx, task, description)
-        spec.fingerprint()  # computed once, carried by every copy
-        if len(specs) < 256:
-            specs[key] = spec
-    return spec.model_copy()
-
-
-def _build_run_spec(ctx: "JobContext", task: Task, description: dict[str, Any]) -> RunSpec:
-    cfg = ctx.cfg
-    model = ctx.probe_model()  # the model's identity is the run's configuration, never the agent side's claim
-    description = {**{k: v for k, v in description.items() if k not in MODEL_FIELDS},
-                   "model_name": model.name, "model_family": model.family, "model_provider": model.provider,
-                   "base_url_host": getattr(model, "base_url_host", None)}
-    sha, dirty = qitos_checkout()
-    environment = {**environment_summary(cfg.executor), "agent_side": ctx.agent_side_kind(),
-                   "agent_processes": ctx.agent_processes(), "agent_limits": cfg.limits.record()}
-    return RunSpec(**description, environment=environment, seed=cfg.model.seed,
-                   stop_criteria={"parse_error_limit": cfg.parse_error_limit, "tool_error_limit": cfg.tool_error_limit},
-                   budget=task.budget.model_dump(), git_sha=sha, git_dirty=dirty, package_version=package_version(),
-                   **ctx.run_spec_extra())
 
 
 def agent_job(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime | None, run_id: str,
@@ -109,51 +66,6 @@ def agent_job(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime | 
         handles=adapter.agent_handles(task, runtime) if runtime is not None else {}, files=shipped,
         parse_error_limit=cfg.parse_error_limit, tool_error_limit=cfg.tool_error_limit, seed=cfg.model.seed,
         executor=cfg.executor, describe_only=describe_only, model_relay=ctx.model_relayed())
-
-
-class _ModelCalls:
-    """Where model calls are answered: reused daemon threads, one per call in flight, so a job's loop keeps
-    watching for a cancel and its deadline while the endpoint works (and a hung endpoint never delays exit).
-
-    A call counts as finished once its answer is computed, before the answer is sent: the agent's next call,
-    sent the moment it reads the answer, then finds that thread idle instead of starting one more."""
-
-    def __init__(self) -> None:
-        self._work: queue.SimpleQueue = queue.SimpleQueue()
-        self._threads = self._busy = 0
-        self._lock = threading.Lock()
-
-    def submit(self, compute: Any, deliver: Any) -> None:
-        """Run `compute()` on a free thread, then `deliver(its result)`."""
-        with self._lock:
-            self._busy += 1
-            spawn = self._busy > self._threads
-            self._threads += 1 if spawn else 0
-        if spawn:
-            threading.Thread(target=self._serve, name="qitos-model-call", daemon=True).start()
-        self._work.put((compute, deliver))
-
-    def _serve(self) -> None:
-        while True:
-            compute, deliver = self._work.get()
-            try:
-                result = compute()
-            except BaseException:  # noqa: BLE001 - `compute` answers every failure itself; the thread lives on
-                result = None
-            with self._lock:
-                self._busy -= 1
-            if result is not None:
-                try:
-                    deliver(result)
-                except Exception:  # noqa: BLE001 - the job ended (cancelled, past its deadline) meanwhile
-                    pass
-
-    @property
-    def threads(self) -> int:
-        return self._threads
-
-
-MODEL_CALLS = _ModelCalls()
 
 
 class _Job:
@@ -205,7 +117,7 @@ class _Job:
                     continue
                 kind = message.get("t")
                 if kind in ("ops", "call") and message.get("ops") and self.receiver is not None:
-                    with self.lock:  # a call carries the trace up to it (zygote._Outbox): written before it is answered
+                    with self.lock:  # a call carries the trace up to it (link._Outbox): written before it is answered
                         for op in message.get("ops") or []:
                             self.receiver.apply(op if isinstance(op, dict) else {})
                 if kind == "ops" and self.receiver is not None:
