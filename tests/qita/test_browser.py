@@ -44,7 +44,9 @@ def test_open_a_run_and_step_through_replay(board_server, page, corpus):
     page.click(f"a.run-link[href='/runs/{corpus.runs['pair_a']}']")
     page.wait_for_url(re.compile(corpus.runs["pair_a"]))
     assert page.locator("article.step").count() == 4
-    assert page.locator("#step-1 figure.shot img").evaluate("img => img.complete && img.naturalWidth") == 96
+    shot = page.locator("#step-1 figure.shot img")  # loaded (a busy machine may still be fetching it), then measured
+    page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=shot.element_handle(), timeout=15000)
+    assert shot.evaluate("img => img.naturalWidth") == 96
     assert "outside the run directory" in page.inner_text("#step-1")  # the ../../etc/passwd asset
     screenshot(page, "run_page")
     page.click("#open-replay")

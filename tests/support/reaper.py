@@ -168,8 +168,9 @@ def main() -> None:
         time.sleep(0.05)
     reap()
     # A process caught in the middle of exiting has no command line any more: it is no leftover, but it must
-    # still finish (become a zombie, reaped here) within a bound; one that does not is reported as such.
-    end = time.monotonic() + 10.0
+    # still finish (become a zombie, reaped here) within a bound; one that does not is reported as such. The bound
+    # allows for a loaded machine, where a killed process can wait seconds on the disk before it is gone.
+    end = time.monotonic() + 30.0
     while any(not has_memory(pid) for pid in descendants(me)) and time.monotonic() < end:
         reap()
         time.sleep(0.05)
