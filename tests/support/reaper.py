@@ -169,9 +169,19 @@ def main() -> None:
     reap()
     # A process caught in the middle of exiting has no command line any more: it is no leftover, but it must
     # still finish (become a zombie, reaped here) within a bound; one that does not is reported as such. The bound
-    # allows for a loaded machine, where a killed process can wait seconds on the disk before it is gone.
-    end = time.monotonic() + 30.0
+    # allows for a loaded machine, where a killed process can wait many seconds on the disk (a thread in syncfs)
+    # before it is gone. Until it is gone it still holds its sockets, and a process that waits for one of them to
+    # close (an agent host for its control socket) only starts to exit then: the rest get `--linger` seconds more
+    # from that moment.
+    end = time.monotonic() + 60.0
+    stuck = False
     while any(not has_memory(pid) for pid in descendants(me)) and time.monotonic() < end:
+        stuck = True
+        reap()
+        time.sleep(0.05)
+    reap()
+    settle = time.monotonic() + (args.linger if stuck else 0.0)
+    while descendants(me) and time.monotonic() < settle:
         reap()
         time.sleep(0.05)
     reap()
