@@ -180,7 +180,7 @@ def run(
                     output=output, trace_logdir=Path(trace_logdir), executor=executor, ray_address=ray_address,
                     ray_resources=parse_resources(ray_resources),
                     workers=workers, retry_errors=retry_errors, force=force, dry_run=dry_run)
-    from qitos.run.lifetime import exit_code_for, signal_of, stop_signals_raise
+    from qitos.run.lifetime import exit_code_for, raise_if_stopped, signal_of, stop_signals_raise
     from qitos.run.runner import plan_batch
     from qitos.run.sides.host import AgentHostError
 
@@ -191,6 +191,7 @@ def run(
             if output is None and not dry_run:  # before the run lock is taken beside it
                 check_output_file(cfg.default_output(), "--output (default)")
             plan = plan_batch(cfg)  # checks flags, data and the model first: a refused run writes nothing
+            raise_if_stopped()  # a stop signal whose exception a finalizer swallowed while the run was planned
             for warning in plan.warnings:
                 typer.echo(f"warning: {warning}", err=True)
             print_plan(plan)
@@ -199,6 +200,8 @@ def run(
             ensure_writable_dir(cfg.trace_logdir)
             try:
                 outcome = run_with_progress(plan)  # a signal while tasks run: in-flight runs end cancelled
+                if not outcome.cancelled:
+                    raise_if_stopped()  # ... unless a finalizer swallowed it: the run still ends stopped
             except OSError as exc:  # e.g. the disk filled while a row was appended: name where (one line)
                 if exc.filename is None:
                     exc.filename = f"{plan.output} (results) or {cfg.trace_logdir}/ (traces)"

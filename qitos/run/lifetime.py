@@ -58,9 +58,26 @@ def raise_stopped(signum: int) -> None:
     raise Stopped(signum)
 
 
+_noted: list[int] = []  # stop signals raised under `stop_signals_raise` (see `raise_if_stopped`)
+
+
+def _note_and_raise(signum: int) -> None:
+    _noted.append(signum)
+    raise Stopped(signum)
+
+
 def stop_signals_raise() -> contextlib.AbstractContextManager[None]:
-    """In the main thread: SIGTERM and SIGHUP raise `Stopped`, as SIGINT raises KeyboardInterrupt."""
-    return on_stop_signals(raise_stopped, (signal.SIGTERM, signal.SIGHUP))
+    """In the main thread: SIGTERM and SIGHUP raise `Stopped`, as SIGINT raises KeyboardInterrupt. Each is noted
+    too: one that lands while Python runs a finalizer (`__del__`, a weakref callback) has its exception swallowed
+    ("Exception ignored in ..."), and `raise_if_stopped` raises it again at the caller's next safe point."""
+    _noted.clear()
+    return on_stop_signals(_note_and_raise, (signal.SIGTERM, signal.SIGHUP))
+
+
+def raise_if_stopped() -> None:
+    """Raise `Stopped` for a stop signal noted under `stop_signals_raise` (one whose exception was swallowed)."""
+    if _noted:
+        raise Stopped(_noted[0])
 
 
 def die_with_parent(signum: int = signal.SIGTERM) -> None:
@@ -90,4 +107,4 @@ def watch_parent(parent_pid: int, on_gone: Callable[[], None], interval: float =
 
 
 __all__ = ["STOP_SIGNALS", "Stopped", "die_with_parent", "exit_code_for", "on_stop_signals", "raise_stopped",
-           "signal_of", "stop_signals_raise", "watch_parent"]
+           "raise_if_stopped", "signal_of", "stop_signals_raise", "watch_parent"]
