@@ -26,8 +26,6 @@ DOCS = {
     "tau_bench": "docs/benchmarks/tau-bench.md",
 }
 # Families whose docstrings and docs page are being written on another branch; remove once it has landed.
-PENDING: set[str] = set()
-
 FAMILIES = sorted(p.parent.name for p in BENCHMARK.glob("*/adapter.py"))
 
 
@@ -36,21 +34,13 @@ def _modules(family: str) -> list[Path]:
     return sorted(p for p in (BENCHMARK / family).rglob("*.py") if p.name not in ("__init__.py", "__main__.py"))
 
 
-def _skip_pending(family: str) -> None:
-    if family in PENDING:
-        pytest.skip(f"family '{family}' is PENDING in {Path(__file__).name}: its sides are being documented on "
-                    "another branch; remove it from PENDING once that has merged")
-
-
 def test_the_families_are_found_and_each_has_a_docs_page():
     assert {"desktop", "gaia", "jsonl", "osworld", "tau_bench"} <= set(FAMILIES)
     assert set(FAMILIES) <= set(DOCS), f"a family without a docs page in DOCS: {sorted(set(FAMILIES) - set(DOCS))}"
-    assert PENDING <= set(FAMILIES)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_each_module_docstring_names_its_side(family: str):
-    _skip_pending(family)
     wrong = []
     for path in _modules(family):
         doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")), clean=True) or ""
@@ -69,7 +59,6 @@ def _section(text: str) -> str | None:
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_the_docs_page_lists_every_module_by_side(family: str):
-    _skip_pending(family)
     page = ROOT / DOCS[family]
     section = _section(page.read_text(encoding="utf-8"))
     assert section is not None, f"{DOCS[family]} has no '{SECTION}' section"
