@@ -14,7 +14,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from qitos.core.engine import make_run_spec
 from qitos.core.stop import OUTSIDE_AGENT, StopReason, status_of
@@ -105,12 +105,11 @@ def experiment_spec(cfg: RunConfig, tasks: list[Task], recipe_name: str) -> Expe
     )
 
 
-def _probe_run_spec(ctx: JobContext, tasks: list[Task], model) -> RunSpec:
-    """Build the agent for a first task to learn the RunSpec every row of this batch will carry."""
+def _first_probe(ctx: JobContext, tasks: list[Task], use: Callable[[Task, Any], Any]) -> tuple[Task, Any] | None:
+    """`use(task, runtime)` on the first task that can be set up here (cheap: probes stage nothing), its runtime
+    cleaned up after; None when no task can."""
     cfg, adapter = ctx.cfg, ctx.adapter
-    if ctx.split:
-        return _described_run_spec(ctx, tasks)
-    for task in tasks:  # the first task that can be set up here (cheap: probes stage nothing)
+    for task in tasks:
         task = prepared_task(adapter, cfg, task)
         with tempfile.TemporaryDirectory(prefix="qitos-probe-") as tmp:
             try:
@@ -118,15 +117,25 @@ def _probe_run_spec(ctx: JobContext, tasks: list[Task], model) -> RunSpec:
             except Exception:  # noqa: BLE001 - the job itself will report the setup failure
                 continue
             try:
-                if runtime.unavailable:
-                    continue
-                agent = ctx.recipe.build(ctx.recipe_context(task, runtime))
-                return make_run_spec(agent, model, seed=cfg.model.seed, budget=task.budget.model_dump(),
-                                     stop_criteria={"parse_error_limit": cfg.parse_error_limit,
-                                                    "tool_error_limit": cfg.tool_error_limit},
-                                     executor=cfg.executor, **ctx.run_spec_extra())
+                if not runtime.unavailable:
+                    return task, use(task, runtime)
             finally:
                 adapter.cleanup(runtime)
+    return None
+
+
+def _probe_run_spec(ctx: JobContext, tasks: list[Task], model) -> RunSpec:
+    """Build the agent for a first task to learn the RunSpec every row of this batch will carry."""
+    cfg = ctx.cfg
+    if ctx.split:
+        return _described_run_spec(ctx, tasks)
+    found = _first_probe(ctx, tasks, lambda task, runtime: make_run_spec(
+        ctx.recipe.build(ctx.recipe_context(task, runtime)), model, seed=cfg.model.seed,
+        budget=task.budget.model_dump(),
+        stop_criteria={"parse_error_limit": cfg.parse_error_limit, "tool_error_limit": cfg.tool_error_limit},
+        executor=cfg.executor, **ctx.run_spec_extra()))
+    if found is not None:
+        return found[1]
     return RunSpec(model_name=model.name, model_family=model.family, seed=cfg.model.seed, **ctx.run_spec_extra())
 
 
@@ -137,29 +146,18 @@ def _described_run_spec(ctx: JobContext, tasks: list[Task]) -> RunSpec:
     from qitos.run.sides.scoring import describe_agent
     from qitos.run.sides.trusted_spec import trusted_run_spec
 
-    cfg, adapter = ctx.cfg, ctx.adapter
-    for task in tasks:
-        task = prepared_task(adapter, cfg, task)
-        with tempfile.TemporaryDirectory(prefix="qitos-probe-") as tmp:
-            try:
-                runtime = adapter.probe_runtime(task, cfg.load, Path(tmp))
-            except Exception:  # noqa: BLE001 - the job itself will report the setup failure
-                continue
-            try:
-                if runtime.unavailable:
-                    continue
-                outcome = describe_agent(ctx, task, runtime)
-            finally:
-                adapter.cleanup(runtime)
-        if outcome.stop_reason == StopReason.AGENT_PROCESS_DIED.value:
-            from qitos.run.sides.host import AgentHostError
+    found = _first_probe(ctx, tasks, lambda task, runtime: describe_agent(ctx, task, runtime))
+    if found is None:
+        return trusted_run_spec(ctx, tasks[0], {})
+    task, outcome = found
+    if outcome.stop_reason == StopReason.AGENT_PROCESS_DIED.value:
+        from qitos.run.sides.host import AgentHostError
 
-            raise AgentHostError(f"while planning: {(outcome.error or '').splitlines()[0]}")
-        if outcome.description is None:
-            raise BenchmarkUsageError(f"the agent could not be built for task '{task.id}': "
-                                      f"{(outcome.error or 'no reason given').splitlines()[0]}")
-        return trusted_run_spec(ctx, task, outcome.description)
-    return trusted_run_spec(ctx, tasks[0], {})
+        raise AgentHostError(f"while planning: {(outcome.error or '').splitlines()[0]}")
+    if outcome.description is None:
+        raise BenchmarkUsageError(f"the agent could not be built for task '{task.id}': "
+                                  f"{(outcome.error or 'no reason given').splitlines()[0]}")
+    return trusted_run_spec(ctx, task, outcome.description)
 
 
 TASKS_PER_WORKER = 16  # threads of one process queue for its interpreter lock beyond about this many in flight
