@@ -39,10 +39,12 @@ demo: $(VENV)/.installed-local
 	@echo "traces: $(DEMO_LOGDIR)/   results: $(DEMO_RESULTS)"
 	@echo "browse: $(BIN)/qita board --logdir $(DEMO_LOGDIR) --results $(DEMO_RESULTS)"
 
-## test: set up .venv with the test extras and run the whole test suite, one worker per CPU (pytest-xdist; a file's
+## test: set up .venv with the test extras and run the whole test suite, two workers per CPU, at most 8 (pytest-xdist:
+## most tests wait on processes, servers and sockets about half the time, so two per CPU keeps the CPUs busy; a file's
 ## tests stay on one worker: they share module fixtures, and some read global state such as docker's containers)
+TEST_WORKERS ?= $(shell n=$$(( $$(nproc) * 2 )); [ $$n -gt 8 ] && n=8; echo $$n)
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q -n auto --maxprocesses 8 --dist loadfile --durations=25; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
 
 clean:
 	rm -rf $(VENV) qitos-demo

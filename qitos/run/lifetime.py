@@ -42,11 +42,13 @@ def exit_code_for(signum: int) -> int:
 @contextlib.contextmanager
 def on_stop_signals(callback: Callable[[int], None], signals: tuple[int, ...] = STOP_SIGNALS) -> Iterator[None]:
     """In the main thread: each of `signals` calls `callback(signum)` (off the main thread Python cannot set
-    handlers, and this does nothing)."""
+    handlers, and this does nothing). A signal this process was started with ignored stays ignored: under
+    `nohup qit ...` a closed terminal's SIGHUP must not stop the run."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {sig: signal.signal(sig, lambda signum, _frame: callback(signum)) for sig in signals}
+    handled = [sig for sig in signals if signal.getsignal(sig) is not signal.SIG_IGN]
+    previous = {sig: signal.signal(sig, lambda signum, _frame: callback(signum)) for sig in handled}
     try:
         yield
     finally:

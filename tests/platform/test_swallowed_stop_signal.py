@@ -16,7 +16,15 @@ class _Held:
     pass
 
 
-def test_a_signal_swallowed_by_a_finalizer_is_raised_at_the_next_safe_point() -> None:
+@pytest.fixture
+def hup_at_default():
+    """SIGHUP as a terminal leaves it, however the tests were started (`nohup` ignores it)."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    yield
+    signal.signal(signal.SIGHUP, previous)
+
+
+def test_a_signal_swallowed_by_a_finalizer_is_raised_at_the_next_safe_point(hup_at_default) -> None:
     reached = []
     with stop_signals_raise():
         held = _Held()
@@ -31,3 +39,17 @@ def test_a_signal_swallowed_by_a_finalizer_is_raised_at_the_next_safe_point() ->
 def test_nothing_is_raised_without_a_signal() -> None:
     with stop_signals_raise():
         raise_if_stopped()
+
+
+def test_a_signal_ignored_at_start_stays_ignored() -> None:
+    """`nohup qit ...`: SIGHUP ignored by whoever started qit is not turned into a stop."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with stop_signals_raise():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL  # the other stop signal is handled
+            os.kill(os.getpid(), signal.SIGHUP)  # ignored: nothing is raised, nothing is noted
+            raise_if_stopped()
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)

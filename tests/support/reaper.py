@@ -107,6 +107,11 @@ def reap() -> None:
             return
 
 
+def _default_stop_signals() -> None:
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _reached(mark: str) -> bool:
     path, _, lines = mark.rpartition(":") if mark.rpartition(":")[2].isdigit() else (mark, "", "")
     if not os.path.exists(path):
@@ -133,7 +138,9 @@ def main() -> None:
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise SystemExit("prctl(PR_SET_CHILD_SUBREAPER) failed")
     me = os.getpid()
-    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=sys.stderr)
+    # the command starts with the stop signals at their defaults, however this test was started (under `nohup`
+    # SIGHUP is ignored, and qit keeps an ignored signal ignored)
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=sys.stderr, preexec_fn=_default_stop_signals)
     signalled = False
     if args.start_when:
         while not _reached(args.start_when) and child.poll() is None:
