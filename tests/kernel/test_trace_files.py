@@ -51,6 +51,41 @@ def test_manifest_rewrites_reuse_two_inodes_and_the_end_leaves_three_files(tmp_p
     assert json.loads(manifest.read_text())["status"] == "completed"
 
 
+def test_the_manifest_files_stay_open_between_rewrites_and_close_at_the_end(tmp_path: Path) -> None:
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    before = open_fds()
+    writer = TraceWriter(tmp_path, "run_t_0_20260101T000000_abcdef", fsync=False)
+    for step in range(4):
+        writer.step({"step_id": step + 1})
+    assert open_fds() == before + 4  # events, steps and the two manifest files
+    writer.finalize("completed", RunSummary(stop_reason="final", steps=4))
+    assert open_fds() == before
+    dropped = TraceWriter(tmp_path, "run_t_0_20260101T000000_fedcba", fsync=False)
+    dropped.step({"step_id": 1})
+    dropped.step({"step_id": 2})
+    dropped._close_manifest_fds()  # what dropping an unfinalized writer does (__del__)
+    assert open_fds() == before + 2
+
+
+def test_held_lines_go_out_together_and_before_any_manifest_that_counts_them(tmp_path: Path) -> None:
+    writer = TraceWriter(tmp_path, "run_t_0_20260101T000000_abcdef", fsync=False)
+    events = writer.run_dir / "events.jsonl"
+    with writer.held():
+        writer.event("run_start", "INIT", {"task_id": "t"})
+        writer.event("model_request", "DECIDE", {"n": 1}, step_id=1)
+        assert events.read_text() == ""  # held
+        writer.step({"step_id": 1})  # the step's manifest rewrite writes what it counts first
+        assert len(events.read_text().splitlines()) == 2
+        assert json.loads((writer.run_dir / "manifest.json").read_text())["event_count"] == 2
+        writer.event("run_end", "END", {"status": "completed"})
+        assert len(events.read_text().splitlines()) == 2
+    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    assert [line["seq"] for line in lines] == [1, 2, 3]
+    assert writer.integrity() == (True, "3 events, 1 steps")
+
+
 def test_integrity_counts_the_bytes_it_wrote(tmp_path: Path) -> None:
     writer = TraceWriter(tmp_path, "run_t_0_20260101T000000_abcdef", fsync=False)
     writer.write_manifest()

@@ -117,8 +117,8 @@ class _Job:
                     continue
                 kind = message.get("t")
                 if kind in ("ops", "call") and message.get("ops") and self.receiver is not None:
-                    with self.lock:  # a call carries the trace up to it (link._Outbox): written before it is answered
-                        for op in message.get("ops") or []:
+                    with self.lock, self.receiver.w.held():  # a call carries the trace up to it (link._Outbox):
+                        for op in message.get("ops") or []:  # written (one write per file) before it is answered
                             self.receiver.apply(op if isinstance(op, dict) else {})
                 if kind == "ops" and self.receiver is not None:
                     pass

@@ -15,6 +15,7 @@ per-task processes to watch: no limit but the asset quotas applies there.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import socket
 import stat
@@ -34,11 +35,11 @@ _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 def read_hello(sock: socket.socket, timeout: float) -> int:
     """The job child's first byte and its pid (SO_PASSCRED must be set on `sock` before the child sends)."""
-    sock.settimeout(timeout)
-    try:
-        data, ancillary, _, _ = sock.recvmsg(1, socket.CMSG_SPACE(12))
-    finally:
-        sock.settimeout(None)
+    poll = select.poll()  # a wait, not a switch of the socket's mode (two system calls fewer per job)
+    poll.register(sock, select.POLLIN)
+    if not poll.poll(max(0.0, timeout) * 1000):
+        raise socket.timeout("the agent side's job did not say hello in time")
+    data, ancillary, _, _ = sock.recvmsg(1, socket.CMSG_SPACE(12))
     if data != b"P":
         raise ConnectionError("the agent side's job did not start")
     for level, kind, payload in ancillary:
@@ -105,9 +106,12 @@ def _big_file(root_fd: int, limit: int, budget: list[int]) -> bool:
 
 def _started(pid: int) -> str | None:
     """A process's start time (clock ticks since boot): with its pid, what names it (a pid alone can be reused)."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rpartition(")")[2].split()[19]
+    try:  # os.read: three system calls, where open() and a text read take nine
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            return os.read(fd, 4096).rpartition(b")")[2].split()[19].decode()
+        finally:
+            os.close(fd)
     except (OSError, IndexError):
         return None
 
