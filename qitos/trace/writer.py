@@ -162,12 +162,12 @@ class TraceWriter:
         # scrubbing the finished line too catches a secret in a field the record-level pass cannot see
         data = (self.redactor.scrub_text(_dumps(record)) + "\n").encode("utf-8")
         if self._held is not None:
-            self._held.append((fd, name, data))
+            self._held.setdefault(name, []).append(data)
             return
         _write_all(fd, data)
         self._written[name] += len(data)
 
-    _held: list[tuple[int, str, bytes]] | None = None
+    _held: dict[str, list[bytes]] | None = None  # file name -> lines waiting for the end of `held()`
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
@@ -177,21 +177,21 @@ class TraceWriter:
         if self._held is not None:  # already holding: the outer block writes
             yield
             return
-        self._held = []
+        self._held = {}
         try:
             yield
         finally:
-            self._release()
+            self._write_held()
+            self._held = None
 
-    def _release(self) -> None:
-        held, self._held = self._held, None
-        if not held:
-            return
-        for fd, name in ((self._events, "events.jsonl"), (self._steps, "steps.jsonl")):
-            data = b"".join(d for f, _, d in held if f == fd)
-            if data:
-                _write_all(fd, data)
-                self._written[name] += len(data)
+    def _write_held(self) -> None:
+        """Write the lines held so far (the hold goes on)."""
+        for name, lines in (self._held or {}).items():
+            data = b"".join(lines)
+            _write_all(self._events if name == "events.jsonl" else self._steps, data)
+            self._written[name] += len(data)
+        if self._held:
+            self._held = {}
 
     def event(self, kind: str, phase: str, payload: dict[str, Any] | None = None, *, step_id: int | None = None,
               ok: bool = True, error: str | None = None, ts: str | None = None) -> int:
@@ -242,9 +242,7 @@ class TraceWriter:
 
     def write_manifest(self) -> None:
         """Atomically rewrite manifest.json: write the temporary file, then swap names (see `swap.py`)."""
-        if self._held:  # the lines the manifest counts are on disk before it says so
-            self._release()
-            self._held = []
+        self._write_held()  # the lines the manifest counts are on disk before it says so
         self.manifest.updated_at = utc_now()
         # fields are redacted when set (update/finalize); the dump is scrubbed by value once more
         data = self.redactor.scrub_text(self.manifest.model_dump_json()).encode("utf-8")
@@ -293,8 +291,8 @@ class TraceWriter:
         if self._finalized:
             return
         self._finalized = True
-        if self._held is not None:
-            self._release()
+        self._write_held()
+        self._held = None  # nothing is held for files that are closed now
         for fd in (self._events, self._steps):
             if self.fsync == "always":
                 os.fsync(fd)

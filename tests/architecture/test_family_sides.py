@@ -25,7 +25,6 @@ DOCS = {
     "osworld": "docs/benchmarks/osworld.md",
     "tau_bench": "docs/benchmarks/tau-bench.md",
 }
-# Families whose docstrings and docs page are being written on another branch; remove once it has landed.
 FAMILIES = sorted(p.parent.name for p in BENCHMARK.glob("*/adapter.py"))
 
 
