@@ -1,4 +1,5 @@
-"""The scoring side of one job: send the task to a fresh agent child, write what it streams, answer its calls.
+"""The scoring side of one job: send the task to a fresh agent child, write what it streams, answer its calls
+(the job's socket is read by one thread for every job, `hub.py`).
 
 The agent child gets the task without gold, its input files as bytes and its public handles. Its
 stream becomes the trace (through `TraceReceiver`); its calls are answered here: completions of a
@@ -27,6 +28,7 @@ from qitos.benchmark.base import TaskRuntime
 from qitos.benchmark.contract import AgentCallRefused, AgentJob, AgentOutcome
 from qitos.run.sides.evidence import CLAIM_KEY, OutsideEvidence, lowered_by_agent, observed_factory, process_end, relay_failed
 from qitos.run.sides.host import START_TIMEOUT_SECONDS
+from qitos.run.sides.hub import CALL, HUB
 from qitos.run.sides.limits import STOP_REASONS
 from qitos.run.sides.model_calls import MODEL_CALLS
 from qitos.run.sides.trusted_spec import trusted_run_spec
@@ -82,6 +84,8 @@ class _Job:
         self.started: float | None = None  # when the job was sent: forwarded calls get the task's time left
         self.evidence = OutsideEvidence(task.budget.max_runtime_seconds)  # what this side saw fail (evidence.py)
         self.claim: dict[str, Any] | None = None  # an outcome the agent side claimed and this side overruled
+        self.watch: TaskWatch | None = None  # the job's processes' limits (watch.py)
+        self.channel: Any = None  # the job's socket, once open
 
     def converse(self, job: AgentJob) -> AgentOutcome:
         host = self.ctx.agent_host()
@@ -92,48 +96,16 @@ class _Job:
                 pid = read_hello(channel.sock, START_TIMEOUT_SECONDS)
             except (OSError, ConnectionError) as exc:
                 raise WireClosed(str(exc)) from None
-            watch = TaskWatch(pid, self.ctx.cfg.limits, per_task=host.mode != "batch",
-                              private_world=host.mode == "task")
+            watch = self.watch = TaskWatch(pid, self.ctx.cfg.limits, per_task=host.mode != "batch",
+                                           private_world=host.mode == "task")
             job.limits = watch.job_limits()
+            self.channel = channel
             self.started = time.monotonic()
             channel.send({"t": "job", "job": job.model_dump(mode="json")})
             budget = self.task.budget.max_runtime_seconds
-            deadline = time.monotonic() + budget + DEADLINE_GRACE_SECONDS if budget else None
-            cancelled_at: float | None = None
-            while True:
-                message = channel.recv(timeout=0.25)
-                now = time.monotonic()
-                if watch.check(now):
-                    return self._limit_outcome(watch)
-                if message is None:
-                    if self.ctx.cancel_event.is_set() and cancelled_at is None:
-                        cancelled_at = now
-                        channel.send({"t": "cancel"})
-                    if cancelled_at is not None and now - cancelled_at > CANCEL_GRACE_SECONDS:
-                        return AgentOutcome(stop_reason=StopReason.CANCELLED.value)
-                    if deadline is not None and now > deadline:
-                        return AgentOutcome(stop_reason=StopReason.BUDGET_TIME.value,
-                                            error="the agent side did not end its run within its time budget")
-                    continue
-                kind = message.get("t")
-                if kind in ("ops", "call") and message.get("ops") and self.receiver is not None:
-                    with self.lock, self.receiver.w.held():  # a call carries the trace up to it (link._Outbox):
-                        for op in message.get("ops") or []:  # written (one write per file) before it is answered
-                            self.receiver.apply(op if isinstance(op, dict) else {})
-                if kind == "ops" and self.receiver is not None:
-                    pass
-                elif kind == "call" and str(message.get("method")).startswith("model.") and self.model is not None:
-                    MODEL_CALLS.submit(lambda call=message: self._answer(call), channel.send)  # this loop watches on
-                elif kind == "call":
-                    channel.send(self._answer(message))
-                elif kind == "done":
-                    if watch.check(force=True):  # a limit reached on the way (a subprocess the OOM killer ended)
-                        return self._limit_outcome(watch)
-                    outcome = AgentOutcome.model_validate(message.get("outcome") or {})
-                    self.claim = self.evidence.vet(outcome, self.ctx.cancel_event.is_set())  # its word, checked
-                    return outcome
-                else:
-                    raise StreamError(f"unexpected message {kind!r} from the agent side")
+            self.deadline = time.monotonic() + budget + DEADLINE_GRACE_SECONDS if budget else None
+            # the hub reads the socket (hub.py); a benchmark's service call is answered here, on this thread
+            return HUB.converse(channel, self, lambda call: channel.send(self._answer(call)))
         except WireClosed as exc:
             if watch is not None and watch.check(force=True):  # the task was ended by (or at) a limit
                 return self._limit_outcome(watch)
@@ -144,6 +116,48 @@ class _Job:
             if watch is not None:
                 watch.close()
             channel.close()
+
+    deadline: float | None = None  # past it, the scoring side gives up on the agent side (its budget + a grace)
+    cancelled_at: float | None = None  # when the cancel was sent
+
+    def on_tick(self, now: float) -> AgentOutcome | None:
+        """Between messages (the hub's thread): a limit reached, the run cancelled, the deadline passed."""
+        if self.watch.check(now):
+            return self._limit_outcome(self.watch)
+        if self.ctx.cancel_event.is_set() and self.cancelled_at is None:
+            self.cancelled_at = now  # sent by a model-call thread: the hub never writes to a job's socket
+            MODEL_CALLS.submit(lambda: {"t": "cancel"}, self.channel.send)
+        if self.cancelled_at is not None and now - self.cancelled_at > CANCEL_GRACE_SECONDS:
+            return AgentOutcome(stop_reason=StopReason.CANCELLED.value)
+        if self.deadline is not None and now > self.deadline:
+            return AgentOutcome(stop_reason=StopReason.BUDGET_TIME.value,
+                                error="the agent side did not end its run within its time budget")
+        return None
+
+    def on_message(self, message: dict[str, Any], now: float) -> Any:
+        """One message from the agent side (the hub's thread): the stream applied, a model call handed to the
+        model-call threads, any other call to this job's thread (`CALL`), the outcome returned."""
+        if self.watch.check(now):
+            return self._limit_outcome(self.watch)
+        kind = message.get("t")
+        if kind in ("ops", "call") and message.get("ops") and self.receiver is not None:
+            with self.lock, self.receiver.w.held():  # a call carries the trace up to it (link._Outbox):
+                for op in message.get("ops") or []:  # written (one write per file) before it is answered
+                    self.receiver.apply(op if isinstance(op, dict) else {})
+        if kind == "ops" and self.receiver is not None:
+            return None
+        if kind == "call" and str(message.get("method")).startswith("model.") and self.model is not None:
+            MODEL_CALLS.submit(lambda call=message: self._answer(call), self.channel.send)
+            return None
+        if kind == "call":
+            return CALL
+        if kind == "done":
+            if self.watch.check(force=True):  # a limit reached on the way (a subprocess the OOM killer ended)
+                return self._limit_outcome(self.watch)
+            outcome = AgentOutcome.model_validate(message.get("outcome") or {})
+            self.claim = self.evidence.vet(outcome, self.ctx.cancel_event.is_set())  # its word, checked
+            return outcome
+        raise StreamError(f"unexpected message {kind!r} from the agent side")
 
     def _process_end(self, host: Any, channel: Any, watch: TaskWatch | None, exc: BaseException) -> AgentOutcome:
         """The socket closed without an outcome: how the job's process ended decides whose failure it is
@@ -282,7 +296,12 @@ def run_split(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime, t
                              reserved=frozenset(getattr(ctx.adapter, "scoring_event_kinds", ())),
                              limits=ctx.cfg.limits)
     conversation = _Job(ctx, task, runtime, receiver)
-    runtime.trace_event = lambda kind, payload: writer.event(kind, "ACT", payload)  # scoring-side services' events
+
+    def trace_event(kind: str, payload: dict[str, Any]) -> None:  # scoring-side services' events (their threads)
+        with conversation.lock:
+            writer.event(kind, "ACT", payload)
+
+    runtime.trace_event = trace_event
     runtime.make_model = observed_factory(runtime.make_model, conversation.evidence)  # their failures: evidence
     started = time.monotonic()
     try:

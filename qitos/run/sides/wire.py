@@ -80,6 +80,21 @@ class Channel:
             raise WireClosed("a message must be a JSON object")
         return message
 
+    def take(self) -> dict[str, Any] | None:
+        """The next whole message already read, without reading (`fill_nowait` reads)."""
+        return self._take()
+
+    def fill_nowait(self) -> WireClosed | None:
+        """Read what the socket holds now, without waiting (none: nothing happens); the connection's end is
+        returned, not raised, so the whole messages before it are taken first."""
+        try:
+            self._fill(socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            pass
+        except WireClosed as exc:
+            return exc
+        return None
+
     def _readable(self, timeout: float) -> bool:
         if self._poll is None:
             self._poll = select.poll()
@@ -89,8 +104,9 @@ class Channel:
         except (OSError, ValueError) as exc:  # the socket was closed under us
             raise WireClosed(str(exc)) from None
 
-    def _fill(self) -> None:
-        """Block until more bytes arrive (or the connection ends) and add them to the buffer."""
+    def _fill(self, flags: int = 0) -> None:
+        """Block until more bytes arrive (or the connection ends) and add them to the buffer (`flags`
+        MSG_DONTWAIT: raise BlockingIOError instead of waiting)."""
         if self.sock.gettimeout() is not None:  # e.g. left by the hello's read: this reader blocks
             self.sock.settimeout(None)
         buffer = self._buffer
@@ -100,7 +116,9 @@ class Channel:
         if len(buffer) >= _HEADER.size:  # the rest of a large message in bigger reads
             want = max(want, min(_HEADER.size + _HEADER.unpack_from(buffer)[0] - len(buffer), 1 << 20))
         try:
-            chunk = self.sock.recv(want)
+            chunk = self.sock.recv(want, flags)
+        except BlockingIOError:
+            raise
         except OSError as exc:
             raise WireClosed(str(exc)) from None
         if not chunk:
