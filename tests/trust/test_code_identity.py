@@ -320,3 +320,37 @@ def test_a_directory_that_is_not_a_checkout_has_no_commit(tmp_path: Path) -> Non
     (tmp_path / "qitos").mkdir()
     state = checkout_state(tmp_path)
     assert state.commit is None and state.dirty is None
+
+
+def test_later_runs_link_the_first_runs_sources_and_index(tmp_path: Path) -> None:
+    """A batch's runs after the first keep the same snapshot files (linked, same inode) and the same index; a
+    run folder with anything planted at `agent_code` gets nothing from the shortcut (the general path decides)."""
+    from qitos.run.job_context import _LinkedSources
+
+    live, snapshot = tmp_path / "live", tmp_path / "snapshot"
+    for folder in (live, snapshot):
+        (folder / "pkg").mkdir(parents=True)
+        (folder / "agent.py").write_text(RUNNER)
+        (folder / "pkg" / "helper.py").write_text(HELPER)
+    closure = closure_identity([live / "agent.py", live / "pkg" / "helper.py"])
+    first = tmp_path / "runs" / "run1"
+    first.mkdir(parents=True)
+    listing = store_sources(first, closure, copy=(str(live.resolve()), str(snapshot)))
+    stored = _LinkedSources.of(listing, str(live.resolve()), str(snapshot))
+    assert stored is not None and len(stored.links) == 2
+    second = tmp_path / "runs" / "run2"
+    second.mkdir()
+    assert stored.link_into(second)
+    assert json.loads((second / "agent_code" / "index.json").read_text()) == listing
+    for item in listing:
+        copy = second / item["stored_as"]
+        assert copy.stat().st_ino == (first / item["stored_as"]).stat().st_ino  # the snapshot's file, linked
+        assert hashlib.sha256(copy.read_bytes()).hexdigest() == item["sha256"]
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    planted = tmp_path / "runs" / "run3"
+    planted.mkdir()
+    (planted / "agent_code").symlink_to(outside)
+    assert not stored.link_into(planted) and list(outside.iterdir()) == []
+    noted = [{**listing[0], "note": "changed after it was identified"}, *listing[1:]]
+    assert _LinkedSources.of(noted, str(live.resolve()), str(snapshot)) is None
