@@ -309,11 +309,13 @@ class TraceWriter:
         if evaluation is not None:
             self.manifest.evaluation = evaluation
         self.write_manifest()
+        spare = None
         if self.hold_status and self.manifest.status == "running":  # what `seal_trace` writes, without re-reading
             sealed = self.manifest.model_copy(update={"status": status})
-            _SEALED[str(self.run_dir)] = self.redactor.scrub_text(sealed.model_dump_json()).encode("utf-8")
+            spare = self._manifest_tmp if self._tmp_holds_old else None  # it writes there (no new file)
+            _SEALED[str(self.run_dir)] = (self.redactor.scrub_text(sealed.model_dump_json()).encode("utf-8"), spare)
         self._close_manifest_fds()
-        if self._tmp_holds_old:
+        if self._tmp_holds_old and spare is None:
             os.unlink(self._manifest_tmp)  # one freed inode per run instead of one per rewrite
             self._tmp_holds_old = False
         if self.fsync == "group" and self.sync_at_end:
@@ -328,7 +330,9 @@ class TraceWriter:
         return SCHEMA_VERSION
 
 
-_SEALED: dict[str, bytes] = {}  # run dir -> its final manifest, for `seal_trace` (finalized with hold_status)
+# run dir -> its final manifest, for `seal_trace` (finalized with hold_status), and the writer's spare temporary
+# file (holding the previous manifest) to write it into
+_SEALED: dict[str, tuple[bytes, Path | None]] = {}
 
 
 def seal_trace(run_dir: str | Path, status_of: Callable[[Any], str | None]) -> None:
@@ -340,11 +344,8 @@ def seal_trace(run_dir: str | Path, status_of: Callable[[Any], str | None]) -> N
     tmp = path.with_name(".manifest.json.sealed.tmp")
     sealed = _SEALED.pop(str(run_dir), None)
     if sealed is not None:  # finalized by this process: the final manifest is ready
-        try:
-            tmp.write_bytes(sealed)
-            os.replace(tmp, path)
-        except OSError:
-            tmp.unlink(missing_ok=True)
+        data, spare = sealed
+        _swap_in(path, spare or tmp, data)
         return
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
@@ -354,10 +355,26 @@ def seal_trace(run_dir: str | Path, status_of: Callable[[Any], str | None]) -> N
     if manifest.get("status") != "running" or status is None:
         return
     manifest["status"] = status
+    _swap_in(path, tmp, json.dumps(manifest, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+
+
+def _swap_in(path: Path, tmp: Path, data: bytes) -> None:
+    """Write `data` into `tmp` (the writer's spare file when it left one: no new file), then swap the names
+    (`swap.exchange`; a rename over the old manifest would make ext4 flush the new one's data first, about a
+    millisecond) and remove the old manifest. On a failure (e.g. a full disk) the trace keeps saying
+    `running` (interrupted), never more than is true."""
     try:
-        tmp.write_text(json.dumps(manifest, separators=(",", ":"), ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:  # e.g. a full disk: the trace keeps saying `running` (interrupted), never more than is true
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        try:
+            _write_all_at(fd, data)
+            os.ftruncate(fd, len(data))
+        finally:
+            os.close(fd)
+        if exchange(tmp, path):
+            os.unlink(tmp)  # the old manifest, under the temporary name now
+        else:
+            os.replace(tmp, path)
+    except OSError:
         tmp.unlink(missing_ok=True)
 
 
