@@ -282,7 +282,10 @@ class TraceWriter:
     def __del__(self) -> None:  # a writer dropped unfinalized (a crash on the way) keeps no descriptor
         try:
             self._close_manifest_fds()
-        except OSError:
+            if not getattr(self, "_finalized", True):  # finalize closed these; a failed __init__ set none
+                for fd in (self._events, self._steps):
+                    os.close(fd)
+        except (OSError, AttributeError):
             pass
 
     def finalize(self, status: str, summary: RunSummary, checks: list[OfficialCheck] | None = None,

@@ -117,3 +117,20 @@ def test_a_live_pid_that_is_another_process_means_the_run_was_interrupted(tmp_pa
     assert effective_status(reused) == "interrupted"
     older = writer.manifest.model_copy(update={"writer": {"pid": os.getpid(), "host": writer.manifest.writer["host"]}})
     assert effective_status(older) == "running", "manifests written before start times were recorded still work"
+
+
+def test_a_writer_dropped_unfinalized_keeps_no_descriptor(tmp_path: Path) -> None:
+    """A run that crashed on the way drops its writer: none of its files stays open (a long batch of such runs
+    would otherwise run out of descriptors)."""
+    import gc
+
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    before = open_fds()
+    for i in range(20):
+        writer = TraceWriter(tmp_path, f"crashed{i}")
+        writer.event("run_start", "INIT", {})
+        del writer
+    gc.collect()
+    assert open_fds() <= before
