@@ -121,7 +121,11 @@ class Hub:
         with self._lock:
             entries, self._incoming = self._incoming, []
         for entry in entries:
-            self._selector.register(entry.channel.sock, selectors.EVENT_READ, entry)
+            try:
+                self._selector.register(entry.channel.sock, selectors.EVENT_READ, entry)
+            except (OSError, ValueError, KeyError) as exc:  # e.g. a socket closed meanwhile: that job ends, not the hub
+                entry.inbox.put(("raise", exc))
+                continue
             self._read(entry)  # what arrived while it was away (whole messages already buffered)
 
     def _read(self, entry: _Entry) -> None:
