@@ -56,6 +56,7 @@ class RayNodes:
 
         self.temp = Path("/tmp") / f"qitos-ray-{os.getpid()}-{self.port}"  # Ray's socket paths must stay short
         self.address = f"127.0.0.1:{self.port}"
+        self.taken = {self.port}  # every port handed to a node of this cluster (see `_ports`)
         # Ray's token authentication, as a real cluster has it: every node and driver holds the cluster's token
         self.auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
 
@@ -64,13 +65,19 @@ class RayNodes:
         return {**os.environ, **RAY_ENV, **self.auth, "PYTHONPATH": str(REPO), **(extra or {})}
 
     def _ports(self) -> list[str]:
+        """Ports of one node, each used once in the cluster: Ray refuses a port given to two components, and two
+        `free_port()` calls can return the same port (the first was closed before the second asked)."""
+        taken = self.taken
         low = free_port()
-        workers = range(low, low + 41)
+        while any(p in taken for p in range(low, low + 41)):
+            low = free_port()
+        taken.update(range(low, low + 41))
 
-        def outside() -> int:  # a free port not in the worker range (Ray refuses a port used twice)
+        def outside() -> int:  # a free port nobody else in the cluster was given
             port = free_port()
-            while port in workers:
+            while port in taken:
                 port = free_port()
+            taken.add(port)
             return port
 
         return [f"--node-manager-port={outside()}", f"--object-manager-port={outside()}",
