@@ -362,10 +362,10 @@ def seal_trace(run_dir: str | Path, status_of: Callable[[Any], str | None]) -> N
 
 
 def _swap_in(path: Path, tmp: Path, data: bytes) -> None:
-    """Write `data` into `tmp` (the writer's spare file when it left one: no new file), then swap the names
-    (`swap.exchange`; a rename over the old manifest would make ext4 flush the new one's data first, about a
-    millisecond) and remove the old manifest. On a failure (e.g. a full disk) the trace keeps saying
-    `running` (interrupted), never more than is true."""
+    """Write `data` into `tmp` (the writer's spare file when it left one: no new file is created), then swap the
+    names (`swap.exchange`) and remove the old manifest: one inode freed per run, where the writer's unlink and a
+    rename over the manifest freed two. On a failure (e.g. a full disk) the trace keeps saying `running`
+    (interrupted), never more than is true."""
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o644)
         try:
