@@ -112,9 +112,9 @@ def run(
     trace_logdir: TraceLogdir = "runs",
     executor: Annotated[str, typer.Option(help="local or ray")] = "local",
     workers: Annotated[str, typer.Option(help="local executor: processes sharing --concurrency, or auto (about one "
-                                              "per 16 tasks in flight, at most two per core, one per two cores "
-                                              "when the agent has its own process; 1 for the embedded model and "
-                                              "for small --concurrency)")] = "auto",
+                                              "per 16 tasks in flight, at most two per core; when the agent has "
+                                              "its own process, one per core, per 8 in flight and per 512 jobs; "
+                                              "1 for the embedded model and for small --concurrency)")] = "auto",
     ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster address (default: start a local one)")] = None,
     ray_resources: Annotated[Optional[str], typer.Option(
         "--ray-resources", help="Ray resources every job asks for, beyond its task's own needs: JSON or NAME=AMOUNT,"

@@ -163,20 +163,29 @@ def _described_run_spec(ctx: JobContext, tasks: list[Task]) -> RunSpec:
 TASKS_PER_WORKER = 16  # threads of one process queue for its interpreter lock beyond about this many in flight
 
 
-def auto_workers(cfg: RunConfig, split: bool = False) -> int:
-    """`--workers auto`: one process per 16 tasks in flight, at most two per core (one per two cores for split
-    runs), 1 when few are in flight.
+SPLIT_TASKS_PER_WORKER = 8  # a split batch: another worker once 8 tasks per worker are in flight ...
+SPLIT_JOBS_PER_WORKER = 512  # ... and the batch has 512 jobs per worker to pay each one's agent host start
 
-    Measured by benchmarks/harness_overhead.py (200 ms model latency, 64 in flight, 2 cores): one process
-    1.3-1.9x the latency floor, four processes about 1.15x. The embedded llama.cpp model stays in one
-    process (each worker would load its own copy and compete for the same cores), and so does Ray.
+
+def auto_workers(cfg: RunConfig, split: bool = False, jobs: int | None = None) -> int:
+    """`--workers auto`: one process per 16 tasks in flight, at most two per core; for a split batch (each worker is
+    a scoring process and its agent host), one per core, per 8 tasks in flight and per 512 jobs; 1 when few are in
+    flight.
+
+    Measured by benchmarks/harness_overhead.py on 2 cores (unsplit, 200 ms model latency, 64 in flight: one
+    process 1.3-1.9x the latency floor, four about 1.15x) and for split batches by benchmarks/scale.py's workload
+    (jsonl, N=1,024, 16 in flight): at zero latency two workers took 7.9-8.5 s where one took 11.2-12.3 s; at 200 ms
+    the scoring side is not the bottleneck and a second worker only adds its agent host's start (about 0.9 s: N=512,
+    16 in flight, 14.7 s against 13.8 s; 64 in flight, even), hence the jobs rule. The embedded llama.cpp model
+    stays in one process (each worker would load its own copy and compete for the same cores), and so does Ray.
     """
     if cfg.executor != "local" or not hasattr(os, "fork") or cfg.model.embedded:
         return 1
     cores = os.cpu_count() or 1
-    # a split batch's worker is two busy processes (scoring side and its agent process): one worker per two cores
-    # (measured on 2 cores, 200 ms, 64 in flight: 1 worker 1.24x, 2 workers 1.38x the latency floor)
-    return max(1, min(cfg.concurrency // TASKS_PER_WORKER, cores // 2 if split else 2 * cores))
+    if split:
+        by_jobs = cores if jobs is None else jobs // SPLIT_JOBS_PER_WORKER
+        return max(1, min(cfg.concurrency // SPLIT_TASKS_PER_WORKER, cores, by_jobs))
+    return max(1, min(cfg.concurrency // TASKS_PER_WORKER, 2 * cores))
 
 
 def _what_changed(existing: list[dict], spec: RunSpec, adapter: BenchmarkAdapter) -> list[str]:
@@ -198,11 +207,12 @@ def _what_changed(existing: list[dict], spec: RunSpec, adapter: BenchmarkAdapter
     return changed
 
 
-def _check_workers(cfg: RunConfig, split: bool = False) -> None:
-    """Resolve `auto` and refuse settings that cannot work, before anything runs."""
+def _check_workers(cfg: RunConfig, split: bool = False, jobs: int | None = None) -> None:
+    """Resolve `auto` (once the number of jobs is known) and refuse settings that cannot work, before anything runs."""
     if isinstance(cfg.workers, str):
         if cfg.workers.strip().lower() == "auto":
-            cfg.workers = auto_workers(cfg, split)
+            if jobs is not None:
+                cfg.workers = auto_workers(cfg, split, jobs)
             return
         if not cfg.workers.strip().isdigit():
             raise BenchmarkUsageError(f"--workers '{cfg.workers}' must be a number of processes or auto")
@@ -260,6 +270,7 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
     warnings.extend(getattr(adapter, "load_warnings", ()))  # e.g. jsonl rows with no answer (run unscored)
     if not tasks:
         raise BenchmarkUsageError(f"no tasks selected for {cfg.benchmark} split={cfg.load.split} subset={cfg.load.subset}")
+    _check_workers(cfg, split=adapter.split_sides and recipe.official, jobs=len(tasks) * cfg.trials)
     # the digest names the dataset (split/subset), not the selection: --limit/--task-ids live in the ExperimentSpec
     whole = tasks if not (cfg.load.limit or cfg.load.task_ids) else adapter.load_tasks(
         cfg.load.model_copy(update={"limit": None, "task_ids": None}))
