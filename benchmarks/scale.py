@@ -5,7 +5,7 @@ zero-latency OpenAI-compatible server on loopback, run through the CLI exactly a
 (`qit bench run --benchmark jsonl --runner ...`, default flags otherwise). The whole tree (qit, its workers,
 the confined agent processes) is sampled from /proc every 50 ms; the peak of the summed RSS is printed.
 
-Run: .venv/bin/python benchmarks/scale.py [--sizes 1000,10000] [--huge]   (--huge adds N = 100,000)
+Run: .venv/bin/python benchmarks/scale.py [--sizes 1000,10000] [--huge] [--concurrency N]   (--huge adds N = 100,000)
 Target (issue 34): at most 6 ms per task at N = 10,000, and peak RSS within 20 % of the N = 1,000 figure.
 """
 
@@ -51,7 +51,7 @@ def tree_rss_kib(root: int) -> int:
     return total
 
 
-def run(n: int, base_url: str, workdir: Path) -> dict:
+def run(n: int, base_url: str, workdir: Path, concurrency: int = 1) -> dict:
     folder = Path(tempfile.mkdtemp(prefix=f"scale-{n}-", dir=workdir))
     tasks = folder / "tasks.jsonl"
     with tasks.open("w") as out:
@@ -60,7 +60,7 @@ def run(n: int, base_url: str, workdir: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(HERE / "harness_drivers"), "OPENAI_API_KEY": "not-needed"}
     argv = [str(QIT), "bench", "run", "--benchmark", "jsonl", "--root", str(tasks), "--runner", "qitos_driver:build",
             "--model-name", "bench-model", "--base-url", base_url, "--output", str(folder / "results.jsonl"),
-            "--trace-logdir", str(folder / "runs")]
+            "--trace-logdir", str(folder / "runs"), "--concurrency", str(concurrency)]
     peak, stop = [0], threading.Event()
     started = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -87,15 +87,18 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,10000", help="comma-separated task counts")
     parser.add_argument("--huge", action="store_true", help="also N = 100,000 (several minutes)")
+    parser.add_argument("--concurrency", type=int, default=1, help="qit bench run --concurrency (default 1, as the "
+                                                                   "default command: the per-task latency)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s] + ([100_000] if args.huge else [])
-    print(f"machine load at start (1/5/15 min): {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"machine load at start (1/5/15 min): {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+          f"--concurrency {args.concurrency}")
     server = Server(0.0)
     results = []
     try:
         with tempfile.TemporaryDirectory(prefix="qitos-scale-") as tmp:
             for n in sizes:
-                result = run(n, server.base_url, Path(tmp))
+                result = run(n, server.base_url, Path(tmp), args.concurrency)
                 results.append(result)
                 print(f"N={n:>7}: {result['seconds']:8.1f} s wall, {result['seconds'] / n * 1000:6.2f} ms per task, "
                       f"peak whole-tree RSS {result['peak_rss_mib']:7.1f} MiB, {result['rows']}/{n} rows", flush=True)
