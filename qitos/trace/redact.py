@@ -31,21 +31,15 @@ import orjson
 REDACTED = "[REDACTED]"
 MIN_SECRET_LENGTH = 8
 SECRET_ENV_VARIABLE = "QITOS_SECRET_ENV"
-_SECRET_KEY = re.compile(r"(api[_-]?key|authorization|auth[_-]?token|access[_-]?token|secret|password|bearer|token)$", re.I)
+_SECRET_KEY_NAMES = r"api[_-]?key|authorization|auth[_-]?token|access[_-]?token|secret|password|bearer|token"
+_SECRET_KEY = re.compile(f"({_SECRET_KEY_NAMES})$", re.I)
 # A key `_SECRET_KEY` matches, as a JSON document spells it: the name (a last newline escaped) right before `":`,
-# a pair no string value can end in (its quotes are escaped). `auth_token` and `access_token` end in `token`.
-_SECRET_KEY_IN_JSON = re.compile(r'(api[_-]?key|authorization|secret|password|bearer|token)(\\n)?":', re.I)
-# ... the same test on an ASCII document, lowered: substring tests (this regex costs ~60 us on a 500-byte line)
+# a pair no string value can end in (its quotes are escaped).
+_SECRET_KEY_IN_JSON = re.compile(f'({_SECRET_KEY_NAMES})(\\\\n)?":', re.I)
+# ... the same test on an ASCII document, lowered: substring tests (the regex costs ~60 us on a 500-byte line).
+# `auth_token` and `access_token` end in `token`.
 _SECRET_KEY_ENDINGS = tuple(f'{name}{newline}":' for name in ("api_key", "api-key", "apikey", "authorization", "secret",
                                                              "password", "bearer", "token") for newline in ("", "\\n"))
-
-
-def has_secret_key(document: str) -> bool:
-    """Whether a JSON document holds a key `scrub` redacts by name."""
-    if not document.isascii():  # re.I also folds a few non-ASCII letters (K, ſ, İ, ı) onto ASCII ones
-        return _SECRET_KEY_IN_JSON.search(document) is not None
-    low = document.lower()
-    return any(map(low.__contains__, _SECRET_KEY_ENDINGS))
 # Environment variables whose values are always treated as secrets when set.
 _SECRET_ENV = re.compile(r"(API_KEY|_TOKEN|SECRET|PASSWORD)$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -78,6 +72,14 @@ _generation = 0  # bumped whenever a secret is registered or marked, so existing
 def _bump() -> None:
     global _generation
     _generation += 1
+
+
+def has_secret_key(document: str) -> bool:
+    """Whether a JSON document holds a key `scrub` redacts by name."""
+    if not document.isascii():  # re.I also folds a few non-ASCII letters (K, ſ, İ, ı) onto ASCII ones
+        return _SECRET_KEY_IN_JSON.search(document) is not None
+    low = document.lower()
+    return any(map(low.__contains__, _SECRET_KEY_ENDINGS))
 
 
 @lru_cache(maxsize=4096)
@@ -199,7 +201,7 @@ class Redactor:
         """`dumps(scrub(value))`, then `scrub_text`: one JSON document, redacted; walked only when `_walk_needed`."""
         text = dumps(value)
         if self._walk_needed(text):
-            text = dumps(self.scrub(value))
+            text = dumps(self._walk(value))
         return self.scrub_text(text)
 
     def scrub(self, value: Any, key: str | None = None) -> Any:

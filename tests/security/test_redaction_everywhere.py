@@ -147,3 +147,28 @@ def test_web_search_key_is_a_secret_whatever_its_variable() -> None:
 
     config = WebConfig.from_env({"QITOS_WEB_SEARCH": "brave", "QITOS_WEB_SEARCH_KEY": "brave-key-5c1d0e7f"})
     assert config is not None and Redactor().scrub_text("q=brave-key-5c1d0e7f") == f"q={REDACTED}"
+
+
+def test_a_line_skips_the_walk_only_when_the_walk_would_change_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`scrub_json` walks a record only when its dump could hold a secret-named key, URL credentials or a known
+    secret in any spelling; each record below comes out exactly as a walk, a dump and `scrub_text` make it."""
+    import orjson
+
+    monkeypatch.setenv("SOME_VENDOR_KEY", CANARY)
+    mark_secret_env(["SOME_VENDOR_KEY"])
+    r = Redactor()
+
+    def dumps(value):
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+    records = [
+        {"text": "nothing to hide", "n": 1, "usage": {"max_tokens": 5, "prompt_tokens": 3}},
+        {"output": json.dumps({"nested": json.dumps({"deep": CANARY})})},  # a secret escaped twice
+        {"headers": {"Authorization": "Bearer x", "X-Api-Key": "k", "auth-token": "t", "password\n": "p"}},
+        {"url": "see http://user:pw\x01x@host/path", "ſecret": "folded key"},
+        {"html": CANARY.replace("&", "&amp;").replace("<", "&lt;"), "list": [CANARY[:9], {"k": "v"}]},
+    ]
+    for record in records:
+        assert r.scrub_json(record, dumps) == r.scrub_text(dumps(r._walk(record))), record
+    assert r.scrub_json(records[0], dumps) == dumps(records[0])  # nothing to redact: the dump as it is
+    assert "[REDACTED]" in r.scrub_json(records[2], dumps) and "Bearer x" not in r.scrub_json(records[2], dumps)
