@@ -106,7 +106,7 @@ class _Job:
             self.deadline = time.monotonic() + budget + DEADLINE_GRACE_SECONDS if budget else None
             # the hub reads the socket (hub.py); a benchmark's service call is answered here, on this thread
             return HUB.converse(channel, self, lambda call: channel.send(self._answer(call)))
-        except WireClosed as exc:
+        except (WireClosed, ConnectionError) as exc:  # ... or a send to a socket its process closed (broken pipe)
             if watch is not None and watch.check(force=True):  # the task was ended by (or at) a limit
                 return self._limit_outcome(watch)
             if self.ctx.cancel_event.is_set():  # the run was being cancelled: no row, a rerun does it again
