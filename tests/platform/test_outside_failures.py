@@ -168,7 +168,9 @@ def _kill_lane(lane: Path, plan: list[tuple[str, str, float]]) -> list[dict]:
             complete = len(before) == TASKS and not outside
             expected = -9 if victim == "qit" and report["signalled"] else (0 if complete else 3)
             assert report["code"] == expected, (where, report, killed.stderr[-3000:])
-            assert all(r["stop_reason"] in ("final", "agent_process_died", "worker_died") for r in before), before
+            odd = [(r["task_id"], r["stop_reason"], r.get("error")) for r in before
+                   if r["stop_reason"] not in ("final", "agent_process_died", "worker_died")]
+            assert not odd, (where, odd)
             if victim == "worker" and report["signalled"] and not complete:
                 assert any(r["stop_reason"] == "worker_died" for r in before) or len(before) < TASKS, before
             _rerun_completes(lane, server, extra, before, where)

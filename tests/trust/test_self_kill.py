@@ -330,3 +330,33 @@ def _parent(pid: int) -> int | None:
             return int(handle.read().rpartition(")")[2].split()[1])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def test_a_process_on_its_way_out_is_not_running(tmp_path) -> None:
+    """`TaskWatch.running`: a live process runs; a zombie does not; nor does one that has released its memory on
+    its way out (its sockets close after that, so a job killed with its host is not taken as one that closed its
+    connection and went on running)."""
+    import subprocess
+    import time
+
+    from qitos.run.sides.limits import AgentLimits
+    from qitos.run.sides.watch import TaskWatch, _live
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        watch = TaskWatch(child.pid, AgentLimits(), per_task=False, private_world=False)
+        assert watch.running()
+        child.kill()
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{child.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the killed child did not become a zombie"
+            time.sleep(0.01)
+        assert not watch.running()  # a zombie, not reaped yet
+    finally:
+        child.kill()
+        child.wait()
+    assert not watch.running()  # gone
+    live = Path("/proc/self/status").read_bytes()
+    assert _live(live)
+    exiting = b"\n".join(line for line in live.split(b"\n") if not line.startswith((b"Vm", b"Rss")))
+    assert not _live(exiting)

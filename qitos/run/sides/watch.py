@@ -116,6 +116,12 @@ def _started(pid: int) -> str | None:
         return None
 
 
+def _live(status: bytes) -> bool:
+    """A process's /proc/PID/status: neither a zombie nor exiting (its address space released)?"""
+    state = status.partition(b"\nState:")[2].split(maxsplit=1)[:1]
+    return bool(state) and state[0] not in (b"Z", b"X") and b"\nVmSize:" in status
+
+
 class TaskWatch:
     """One task's limits; `per_task` False (batch mode): nothing to watch."""
 
@@ -196,13 +202,15 @@ class TaskWatch:
         return False
 
     def running(self) -> bool:
-        """Is the job's process (a task's child, or the batch process) still running, not a zombie?"""
-        if not (self.pid is not None and self.started is not None and _started(self.pid) == self.started):
+        """Is the job's process (a task's child, or the batch process) still running: not a zombie, and not on its
+        way out? A process that exits releases its memory before it closes its files, so one whose socket closed
+        as it died (killed with its host) has no address space left (no `VmSize`) though it is not a zombie yet."""
+        if not self._same():
             return False
         try:
-            with open(f"/proc/{self.pid}/stat") as handle:
-                return handle.read().rpartition(")")[2].split()[0] not in ("Z", "X")
-        except (OSError, IndexError):
+            with open(f"/proc/{self.pid}/status", "rb") as handle:
+                return _live(handle.read())
+        except OSError:
             return False
 
     def _same(self) -> bool:
