@@ -10,6 +10,7 @@ job's process ended (`ended`), the evidence for a job whose socket closed withou
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -133,36 +134,38 @@ class AgentHost:
             pythonpath = [self.settings.snapshot[0] if p == self.settings.snapshot[1] else p for p in pythonpath]
         env["PYTHONPATH"] = os.pathsep.join(pythonpath)
         passed = [theirs.fileno()]
-        options = None
+        files: list = []
         if self.confined:
-            # bwrap reads its options from a pipe: its command line (the agent's /proc/1/cmdline) then names no
-            # masked path (data dir, tasks file, results, traces)
-            options = tempfile.TemporaryFile(prefix="qitos-agent-bwrap-")
+            # bwrap reads its options from a file: its command line (the agent's /proc/1/cmdline) then names no
+            # masked path (data dir, tasks file, results, traces); the keeper reads bwrap's command line likewise
             opts = self._options = self.bwrap_options()
-            options.write(b"".join(o.encode() + b"\0" for o in opts))
-            options.seek(0)
-            passed.append(options.fileno())
-            argv, cwd = ["bwrap", "--args", str(options.fileno()), "--", *command], None
+            options = _nul_file([*opts], "qitos-agent-bwrap-")
+            keeper = _nul_file(["bwrap", "--args", str(options.fileno()), "--", *command], "qitos-agent-keeper-")
+            files = [options, keeper]
+            passed += [options.fileno(), keeper.fileno()]
+            argv = [sys.executable, "-I", "-S", str(Path(__file__).with_name("keeper.py")), str(keeper.fileno()),
+                    str(os.getpid())]
+            cwd = None
         else:
             argv, cwd = command, tempfile.gettempdir()
         try:
             # its own session: a terminal's Ctrl-C (or `timeout`, a batch scheduler) signals the runner's process
-            # group, and the runner cancels each job through its socket; bwrap's --die-with-parent ends the host
-            # if the runner dies, and PR_SET_PDEATHSIG does the same for an unconfined host
+            # group, and the runner cancels each job through its socket; the keeper ends the confined host's
+            # process group if the runner dies (`keeper.py`), and PR_SET_PDEATHSIG ends an unconfined host
             self._proc = subprocess.Popen(argv, pass_fds=passed, env=env, cwd=cwd, start_new_session=True,
                                           stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
                                           preexec_fn=None if self.confined else die_with_parent)
         finally:
             theirs.close()
-            if options is not None:
-                options.close()
+            for handle in files:
+                handle.close()
         control.settimeout(START_TIMEOUT_SECONDS)
         try:
             ready = control.recv(1)
         except OSError:
             ready = b""
         if ready != b"R":
-            self._proc.kill()
+            self._end_group()
             raise AgentHostError(f"the agent host did not start: {self.log_tail() or 'no output'}")
         control.settimeout(None)
         self._control = control
@@ -244,9 +247,26 @@ class AgentHost:
                 try:
                     self._proc.wait(timeout=5)
                 except subprocess.TimeoutExpired:
-                    self._proc.kill()
+                    self._end_group()
                     self._proc.wait()
                 self._proc = None
+
+    def _end_group(self) -> None:
+        """Kill the host's process group (its own session): the keeper, bwrap and all that is not yet in the
+        sandbox's own session (see `keeper.py`), the host itself when unconfined."""
+        assert self._proc is not None
+        try:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            self._proc.kill()
+
+
+def _nul_file(items: list[str], prefix: str):
+    """An unnamed file holding `items` NUL-separated, at its start (a command line passed by descriptor)."""
+    handle = tempfile.TemporaryFile(prefix=prefix)
+    handle.write(b"".join(item.encode() + b"\0" for item in items))
+    handle.seek(0)
+    return handle
 
 
 def guard_detail() -> str:

@@ -1,0 +1,86 @@
+"""The agent host's keeper (`qitos/run/sides/keeper.py`): nothing of a host's process group outlives the host or
+the scoring process that started it, also a process that has not tied its life to bwrap yet (bwrap's sandbox child
+in its first milliseconds, played here by a detached `sleep`)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+import qitos.run.sides.keeper as keeper
+
+KEEPER = str(Path(keeper.__file__))
+
+
+def _with_marker(marker: str) -> list[int]:
+    """Live processes whose command line holds `marker`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            command = Path(f"/proc/{entry}/cmdline").read_bytes()
+            state = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in command and state != "Z":
+            found.append(int(entry))
+    return found
+
+
+def _gone(marker: str, within: float = 5.0) -> list[int]:
+    deadline = time.monotonic() + within
+    while (left := _with_marker(marker)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in left:  # a failing test leaves nothing behind
+        os.kill(pid, signal.SIGKILL)
+    return left
+
+
+def _argv_file(argv: list[str]):
+    handle = tempfile.TemporaryFile()
+    handle.write(b"".join(a.encode() + b"\0" for a in argv))
+    handle.seek(0)
+    return handle
+
+
+def test_what_the_host_left_in_its_group_ends_with_it() -> None:
+    """The host's command ends at once, leaving a process of its group behind: the keeper kills it."""
+    marker = f"{300 + uuid.uuid4().int % 1000}.{os.getpid()}"
+    with _argv_file(["/bin/sh", "-c", f"sleep {marker} & exit 0"]) as argv:
+        run = subprocess.run([sys.executable, "-I", "-S", KEEPER, str(argv.fileno()), str(os.getpid())],
+                             pass_fds=[argv.fileno()], start_new_session=True, timeout=30)
+    assert run.returncode == -signal.SIGKILL  # the keeper ends its group, itself included
+    assert not _gone(marker), "a process of the host's group outlived it"
+
+
+@pytest.mark.parametrize("after", [0.0, 0.3])
+def test_the_host_group_ends_when_the_scoring_process_is_killed(after: float) -> None:
+    """A stand-in scoring process starts a host through the keeper and is SIGKILLed (at once, before the keeper
+    can have asked for the parent-death signal, and later): every process of the host's group is gone."""
+    marker = f"{300 + uuid.uuid4().int % 1000}.{os.getpid()}"
+    scoring = textwrap.dedent(f"""
+        import os, subprocess, sys, tempfile, time
+        argv = tempfile.TemporaryFile()
+        argv.write(b"".join(a.encode() + b"\\0" for a in ["/bin/sh", "-c", "sleep {marker} & sleep {marker}"]))
+        argv.seek(0)
+        subprocess.Popen([sys.executable, "-I", "-S", {KEEPER!r}, str(argv.fileno()), str(os.getpid())],
+                         pass_fds=[argv.fileno()], start_new_session=True)
+        print("started", flush=True)
+        time.sleep(60)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", scoring], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "started"
+    time.sleep(after)
+    proc.kill()
+    proc.wait()
+    assert not _gone(marker), "the host's group outlived the scoring process"
