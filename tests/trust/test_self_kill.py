@@ -360,3 +360,45 @@ def test_a_process_on_its_way_out_is_not_running(tmp_path) -> None:
     assert _live(live)
     exiting = b"\n".join(line for line in live.split(b"\n") if not line.startswith((b"Vm", b"Rss")))
     assert not _live(exiting)
+
+
+@pytest.mark.parametrize(("end", "reason"), [({"signal": 9, "code": None}, "agent_process_died"),
+                                             ({"signal": None, "code": 0}, "error")])
+def test_a_job_whose_socket_broke_before_its_job_was_sent_ends_by_how_its_process_ended(end, reason) -> None:
+    """The job's process said hello and was gone before the scoring side sent it the job: that send meets a
+    closed socket (broken pipe). The row is judged by how the process ended, as when its socket closes later: a
+    kill from outside is unscored, an exit of its own is the agent's failure; never a crash of the run."""
+    import socket
+    import threading
+    from types import SimpleNamespace
+
+    from qitos.core.task import Task
+    from qitos.run.sides.limits import AgentLimits
+    from qitos.run.sides.scoring import _Job
+    from qitos.run.sides.wire import Channel
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+    theirs.send(b"P")  # the hello (the pid comes with it, as the socket's credentials)
+    theirs.close()  # ... and the process is gone
+
+    class Host:
+        mode = "batch"
+        asked: list = []
+
+        def open_job(self) -> Channel:
+            channel = Channel(ours)
+            channel.job = (1, 0)
+            return channel
+
+        def ended(self, job, timeout):
+            self.asked.append(job)
+            return end
+
+    host = Host()
+    ctx = SimpleNamespace(agent_host=lambda: host, cfg=SimpleNamespace(limits=AgentLimits()),
+                          cancel_event=threading.Event(), model_is_proxied=lambda: False)
+    job = SimpleNamespace(model_dump=lambda mode: {"task": "x" * 100_000}, limits=None)
+    outcome = _Job(ctx, Task(id="t", objective="o"), None, None).converse(job)
+    assert outcome.stop_reason == reason and host.asked == [(1, 0)], outcome
+    assert ("killed by SIGKILL" if reason == "agent_process_died" else "exited with code 0") in outcome.error
