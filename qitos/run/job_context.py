@@ -102,6 +102,7 @@ class JobContext:
     model_id: str | None = None  # the batch's model identity (e.g. the GGUF name and hash), as rows name it
 
     host: Any = None  # the agent host (sides.host.AgentHost), started on first use
+    spare_hosts: list = field(default_factory=list)  # spawned in planning for the 2nd, 3rd... --workers process
     closure: dict[str, Any] | None = None  # the --runner's code as the scoring side identified it (its snapshot)
     snapshot: Any = None  # code_snapshot.Snapshot of the --runner's import root, taken before the first job
 

@@ -164,19 +164,21 @@ TASKS_PER_WORKER = 16  # threads of one process queue for its interpreter lock b
 
 
 SPLIT_TASKS_PER_WORKER = 8  # a split batch: another worker once 8 tasks per worker are in flight ...
-SPLIT_JOBS_PER_WORKER = 512  # ... and the batch has 512 jobs per worker to pay each one's agent host start
+SPLIT_JOBS_PER_WORKER = 128  # ... and the batch has 128 jobs per worker to pay the planning its agent host costs
 
 
 def auto_workers(cfg: RunConfig, split: bool = False, jobs: int | None = None) -> int:
     """`--workers auto`: one process per 16 tasks in flight, at most two per core; for a split batch (each worker is
-    a scoring process and its agent host), one per core, per 8 tasks in flight and per 512 jobs; 1 when few are in
+    a scoring process and its agent host), one per core, per 8 tasks in flight and per 128 jobs; 1 when few are in
     flight.
 
     Measured by benchmarks/harness_overhead.py on 2 cores (unsplit, 200 ms model latency, 64 in flight: one
     process 1.3-1.9x the latency floor, four about 1.15x) and for split batches by benchmarks/scale.py's workload
-    (jsonl, N=1,024, 16 in flight): at zero latency two workers took 7.9-8.5 s where one took 11.2-12.3 s; at 200 ms
-    the scoring side is not the bottleneck and a second worker only adds its agent host's start (about 0.9 s: N=512,
-    16 in flight, 14.7 s against 13.8 s; 64 in flight, even), hence the jobs rule. The embedded llama.cpp model
+    (jsonl, N=1,024, 16 in flight): at zero latency two workers took 7.9-8.5 s where one took 11.2-12.3 s. The other
+    workers' agent hosts start while the batch is planned (each worker adopts one), so a second worker costs the
+    planning about 0.3 s of CPU: on harness_overhead.py's workload two workers took 1.89 s where one took 3.11 s
+    (N=256, 16 in flight, zero latency; whole command 3.8 s against 5.3 s) and 5.09 s against 6.69 s (N=512, 64 in
+    flight, 200 ms), hence one per 128 jobs (below that the planning's share outweighs the gain). The embedded llama.cpp model
     stays in one process (each worker would load its own copy and compete for the same cores), and so does Ray.
     """
     if cfg.executor != "local" or not hasattr(os, "fork") or cfg.model.embedded:
@@ -282,6 +284,12 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
         provider = batch_model_provider(cfg, recipe, preflight=True)
         ctx = JobContext(cfg, adapter, recipe, digest, experiment, provider, threading.Event(),
                          selected_tasks=len(tasks))
+        if ctx.split and isinstance(cfg.workers, int) and cfg.workers > 1 and not cfg.dry_run:
+            # the other workers' agent hosts start now, importing while this process plans (each worker adopts
+            # one after the fork: workers.py), instead of one by one at each worker's first job
+            from qitos.run.sides.host import AgentHost
+
+            ctx.spare_hosts = [AgentHost(ctx.host_settings()).spawn() for _ in range(cfg.workers - 1)]
         spec = _probe_run_spec(ctx, tasks, provider())
         ctx.run_spec_ref, ctx.model_id = spec.fingerprint(), spec.model_name
         if ctx.split and not ctx.agent_host().confined:
@@ -291,9 +299,8 @@ def plan_batch(cfg: RunConfig) -> BatchPlan:
         lock = None if cfg.dry_run else RunLock(output).acquire()
         return _resume(cfg, adapter, tasks, spec, experiment, ctx, warnings, output, lock)
     except BaseException:
-        if ctx is not None and ctx.host is not None:  # e.g. the agent host died while describing the agent
-            ctx.host.close()
-            ctx.host = None
+        if ctx is not None:  # e.g. the agent host died while describing the agent
+            _close_hosts(ctx)
         if lock is not None:
             lock.release()
         raise
@@ -364,6 +371,14 @@ def _key(row: dict) -> tuple[str, int]:
     return row["task_id"], int(row.get("trial", 0))
 
 
+def _close_hosts(ctx: JobContext) -> None:
+    """End the batch's agent hosts: this process's and those spawned for workers that did not take them."""
+    for host in [ctx.host, *ctx.spare_hosts]:
+        if host is not None:
+            host.close()
+    ctx.host, ctx.spare_hosts = None, []
+
+
 def execute_batch(plan: BatchPlan, on_row: Callable[[BenchmarkRunResult], None] | None = None,
                   keep_rows: bool = True) -> BatchOutcome:
     """Run the planned jobs; rows are appended as they finish. Ctrl-C returns with `cancelled=True`.
@@ -400,9 +415,8 @@ def execute_batch(plan: BatchPlan, on_row: Callable[[BenchmarkRunResult], None] 
         plan.output.touch(exist_ok=True)
         Path(plan.cfg.trace_logdir).mkdir(parents=True, exist_ok=True)
         host = plan.ctx.host
-        if host is not None and not host.serves(plan.ctx.host_settings()):  # it would show them: a new one
-            host.close()
-            plan.ctx.host = None
+        if host is not None and not host.serves(plan.ctx.host_settings()):  # it would show them: new ones
+            _close_hosts(plan.ctx)
     from qitos.run.model_server import serving
 
     model = plan.cfg.model
@@ -422,9 +436,7 @@ def execute_batch(plan: BatchPlan, on_row: Callable[[BenchmarkRunResult], None] 
         try:
             committer.drain()  # every row written is durable, its trace sealed and counted before this returns
         finally:
-            if plan.ctx.host is not None:
-                plan.ctx.host.close()
-                plan.ctx.host = None
+            _close_hosts(plan.ctx)
             if plan.lock is not None:
                 plan.lock.release()
     return outcome

@@ -57,8 +57,13 @@ def run_workers(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: 
         todo.put(None)
     shares = [concurrency // workers + (1 if i < concurrency % workers else 0) for i in range(workers)]
     parent = os.getpid()
-    procs = [mp.Process(target=_worker, args=(ctx, job_list, max(1, share), todo, done, cancel, save, parent, i),
-                        name=f"qitos-worker-{i}", daemon=True) for i, share in enumerate(shares)]
+    # agent hosts started already (planning's, and those spawned for the other workers): worker i adopts the i-th
+    hosts = [h for h in (ctx.host, *ctx.spare_hosts) if h is not None][:workers]
+    for host in hosts:
+        host.hand_over()
+    procs = [mp.Process(target=_worker, args=(ctx, job_list, max(1, share), todo, done, cancel, save, parent, i,
+                                              hosts), name=f"qitos-worker-{i}", daemon=True)
+             for i, share in enumerate(shares)]
     # Freeze what is loaded (modules, schemas, the benchmark's data) so the workers' garbage collector never
     # walks it again: cheaper collections, and no copy-on-write of pages the collector would have touched.
     gc.freeze()
@@ -67,6 +72,8 @@ def run_workers(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: 
             proc.start()
     finally:
         gc.unfreeze()
+        for host in hosts:  # each is its worker's now: it ends when that worker does
+            host.release()
     # A stop signal only marks the batch cancelled here (the workers see the shared event; Ctrl-C reaches them
     # directly too), so the parent is never interrupted halfway through taking a row it has been sent.
     stopped: list[int] = []
@@ -155,7 +162,7 @@ def _saved_rows(ctx: JobContext) -> dict[tuple[str, int], BenchmarkRunResult]:
 
 
 def _worker(ctx: JobContext, job_list: list[tuple[Task, int]], concurrency: int, todo, done, cancel,
-            save: Callable[[BenchmarkRunResult], None], parent: int, number: int) -> None:
+            save: Callable[[BenchmarkRunResult], None], parent: int, number: int, hosts: list) -> None:
     """One worker process: a thread pool fed from the shared queue; saved rows are announced through `done`."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for sig in (signal.SIGTERM, signal.SIGHUP):
@@ -169,7 +176,11 @@ def _worker(ctx: JobContext, job_list: list[tuple[Task, int]], concurrency: int,
 
     die_with_parent(signal.SIGTERM)
     watch_parent(parent, parent_gone)  # also covers a parent that died before the prctl above
-    ctx.host = None  # each worker process talks to an agent host of its own
+    for other, host in enumerate(hosts):  # each worker process talks to an agent host of its own
+        if other != number:
+            host.release()
+    ctx.host = hosts[number].adopt() if number < len(hosts) else None
+    ctx.spare_hosts = []
     threading.Thread(target=lambda: (cancel.wait(), ctx.cancel_event.set()), daemon=True).start()
     slot: dict[tuple[str, int], int] = {}
 

@@ -84,3 +84,30 @@ def test_the_host_group_ends_when_the_scoring_process_is_killed(after: float) ->
     proc.kill()
     proc.wait()
     assert not _gone(marker), "the host's group outlived the scoring process"
+
+
+def test_workers_adopt_the_agent_hosts_started_while_planning(tmp_path) -> None:
+    """`--workers 2`: two agent hosts in all (planning's, taken by the first worker, and one spawned during planning
+    for the second), not one more per worker at its first task; every row done, nothing of a host left after."""
+    from tests.support.openai_server import OpenAIServer
+    from tests.support.reaper import descendants
+
+    from .conftest import REPO, rows, write_tasks
+    from .test_outside_failures import _answer
+
+    write_tasks(tmp_path / "tasks.jsonl", 8)
+    with OpenAIServer(default=_answer, latency_seconds=0.3) as server:
+        command = [sys.executable, "-m", "qitos.cli.qit", "bench", "run", "-b", "jsonl", "--root",
+                   str(tmp_path / "tasks.jsonl"), "--model-name", "m", "--base-url", server.base_url,
+                   "--api-key-env", "FAULT_TEST_KEY", "--output", str(tmp_path / "r.jsonl"), "--trace-logdir",
+                   str(tmp_path / "runs"), "--concurrency", "2", "--workers", "2"]
+        run = subprocess.Popen(command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), "FAULT_TEST_KEY": "k"},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        hosts: set[int] = set()
+        while run.poll() is None:
+            hosts |= {pid for pid, cmd in descendants(run.pid).items() if "qitos/run/sides/keeper.py" in cmd}
+            time.sleep(0.02)
+        assert run.returncode == 0, run.stderr.read()[-2000:]
+    assert len(hosts) == 2, f"agent hosts started: {len(hosts)}"
+    assert sorted(r["task_id"] for r in rows(tmp_path / "r.jsonl")) == sorted(f"t{i}" for i in range(8))
+    assert not _gone("qitos/run/sides/keeper.py"), "an agent host outlived the run"

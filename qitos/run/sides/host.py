@@ -121,6 +121,23 @@ class AgentHost:
     _options: list[str] | None = None
 
     def _start(self) -> None:
+        self._spawn()
+        self._await_ready()
+
+    def spawn(self) -> "AgentHost":
+        """Start the host process and return at once (it imports while the caller goes on): a worker's host,
+        started during planning and adopted by that worker after the fork (`hand_over`, `adopt`)."""
+        with self._lock:
+            if self._pending is None and self._control is None:
+                self._spawn()
+        return self
+
+    _pending: socket.socket | None = None  # the control socket of a host spawned, not yet ready
+    _adopted = False  # started by the process this one was forked from (not this process's child)
+    _reader: threading.Thread | None = None
+    _stop_reading: int | None = None  # a pipe's write end: the reader thread stops (before a fork)
+
+    def _spawn(self) -> None:
         control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         warm = self.warm_modules()
         command = [sys.executable, "-m", "qitos.run.sides.zygote", str(theirs.fileno()),
@@ -159,6 +176,11 @@ class AgentHost:
             theirs.close()
             for handle in files:
                 handle.close()
+        self._pending = control
+
+    def _await_ready(self, read: bool = True) -> None:
+        control, self._pending = self._pending, None
+        assert control is not None
         control.settimeout(START_TIMEOUT_SECONDS)
         try:
             ready = control.recv(1)
@@ -171,16 +193,67 @@ class AgentHost:
         self._control = control
         self._generation += 1
         self._jobs = 0
-        threading.Thread(target=self._read_ends, args=(control, self._generation), name="qitos-agent-host-ends",
-                         daemon=True).start()
+        if read:
+            self._start_reader()
 
-    def _read_ends(self, control: socket.socket, generation: int) -> None:
-        """The host's reports of its children's ends: `E{"first", "last", "signal", "code"}` lines, one per child."""
+    def _start_reader(self) -> None:
+        if self._stop_reading is not None:  # a former host process's reader (it died): it ends too
+            os.close(self._stop_reading)
+        stop, self._stop_reading = os.pipe()
+        self._reader = threading.Thread(target=self._read_ends, args=(self._control, self._generation, stop),
+                                        name="qitos-agent-host-ends", daemon=True)
+        self._reader.start()
+
+    def hand_over(self) -> None:
+        """Before a fork whose child adopts this host: ready, and this process no longer reads its reports."""
+        with self._lock:
+            if self._pending is not None:
+                self._await_ready(read=False)
+            if self._reader is not None and self._stop_reading is not None:
+                os.write(self._stop_reading, b"x")
+                self._reader.join()
+                os.close(self._stop_reading)
+                self._reader = self._stop_reading = None
+
+    def adopt(self) -> "AgentHost":
+        """In the forked child: the host is this process's now (it reads the reports and sends the jobs)."""
+        self._lock, self._ended = threading.Lock(), threading.Condition()
+        self._ends, self._gone, self._adopted = {}, set(), True
+        if self._control is not None:  # else it starts on first use, as this process's own
+            self._start_reader()
+        else:
+            self._adopted, self._proc = False, None
+        return self
+
+    def release(self) -> None:
+        """In a process that is not the host's owner (the parent after the fork, a sibling worker): drop this
+        process's copy of its control socket, so the host ends when its one owner does."""
+        for sock in (self._control, self._pending):
+            if sock is not None:
+                sock.close()
+        self._control = self._pending = self._proc = None
+
+    def _alive(self) -> bool:
+        if self._proc is None or self._control is None:
+            return False
+        if self._adopted:  # not this process's child: its control socket says whether it is there
+            return self._generation not in self._gone
+        return self._proc.poll() is None
+
+    def _read_ends(self, control: socket.socket, generation: int, stop: int) -> None:
+        """The host's reports of its children's ends: `E{"first", "last", "signal", "code"}` lines, one per child.
+        A byte on `stop` ends the reading, the host untouched (handed over to a forked process)."""
         import json
+        import select
 
         buffer = b""
         try:
             while True:
+                if stop in select.select([control, stop], [], [])[0]:
+                    if os.read(stop, 1):  # handed over: the host goes on, read by another process
+                        os.close(stop)
+                        return
+                    break  # this side's end closed (`close`)
                 data = control.recv(65536)
                 if not data:
                     break
@@ -193,6 +266,7 @@ class AgentHost:
                             self._ended.notify_all()
         except (OSError, ValueError):
             pass
+        os.close(stop)
         with self._ended:
             self._gone.add(generation)
             self._ended.notify_all()
@@ -217,7 +291,9 @@ class AgentHost:
     def open_job(self) -> Channel:
         """A socket to a fresh child of the host (started on first use, restarted if it died)."""
         with self._lock:
-            if self._proc is None or self._proc.poll() is not None:
+            if self._pending is not None:
+                self._await_ready()
+            elif not self._alive():
                 self._start()
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # the job child's pid (watch.read_hello)
@@ -243,6 +319,11 @@ class AgentHost:
                     pass
                 self._control.close()
                 self._control = None
+            if self._pending is not None:  # spawned, never used: it ends when its control socket closes
+                self._pending.close()
+                self._pending = None
+            if self._proc is not None and self._adopted:  # not ours to wait for: it ends with its control socket
+                self._proc = None
             if self._proc is not None:
                 try:
                     self._proc.wait(timeout=5)
@@ -250,6 +331,9 @@ class AgentHost:
                     self._end_group()
                     self._proc.wait()
                 self._proc = None
+            if self._stop_reading is not None:
+                os.close(self._stop_reading)
+                self._stop_reading = None
 
     def _end_group(self) -> None:
         """Kill the host's process group (its own session): the keeper, bwrap and all that is not yet in the
