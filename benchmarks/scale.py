@@ -51,7 +51,7 @@ def tree_rss_kib(root: int) -> int:
     return total
 
 
-def run(n: int, base_url: str, workdir: Path, concurrency: int = 1) -> dict:
+def run(n: int, base_url: str, workdir: Path, concurrency: int | None = None) -> dict:
     folder = Path(tempfile.mkdtemp(prefix=f"scale-{n}-", dir=workdir))
     tasks = folder / "tasks.jsonl"
     with tasks.open("w") as out:
@@ -60,7 +60,7 @@ def run(n: int, base_url: str, workdir: Path, concurrency: int = 1) -> dict:
     env = {**os.environ, "PYTHONPATH": str(HERE / "harness_drivers"), "OPENAI_API_KEY": "not-needed"}
     argv = [str(QIT), "bench", "run", "--benchmark", "jsonl", "--root", str(tasks), "--runner", "qitos_driver:build",
             "--model-name", "bench-model", "--base-url", base_url, "--output", str(folder / "results.jsonl"),
-            "--trace-logdir", str(folder / "runs"), "--concurrency", str(concurrency)]
+            "--trace-logdir", str(folder / "runs"), *(["--concurrency", str(concurrency)] if concurrency else [])]
     peak, stop = [0], threading.Event()
     started = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -87,12 +87,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,10000", help="comma-separated task counts")
     parser.add_argument("--huge", action="store_true", help="also N = 100,000 (several minutes)")
-    parser.add_argument("--concurrency", type=int, default=1, help="qit bench run --concurrency (default 1, as the "
-                                                                   "default command: the per-task latency)")
+    parser.add_argument("--concurrency", type=int, default=None, help="qit bench run --concurrency (default: none "
+                                                                      "given, the default command's)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s] + ([100_000] if args.huge else [])
     print(f"machine load at start (1/5/15 min): {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
-          f"--concurrency {args.concurrency}")
+          f"--concurrency {args.concurrency or 'default'}")
     server = Server(0.0)
     results = []
     try:

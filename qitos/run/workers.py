@@ -34,6 +34,7 @@ from qitos.run.executors import OnResult, run_local
 from qitos.run.job import seal
 from qitos.run.job_context import JobContext
 from qitos.run.lifetime import Stopped, die_with_parent, on_stop_signals, raise_stopped, watch_parent
+from qitos.run.sides.host import AgentHostError
 from qitos.results.rows import BenchmarkRunResult
 
 _STARTED, _ROW, _FINISHED = "started", "row", "finished"  # what a worker tells the parent
@@ -59,8 +60,12 @@ def run_workers(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: 
     parent = os.getpid()
     # agent hosts started already (planning's, and those spawned for the other workers): worker i adopts the i-th
     hosts = [h for h in (ctx.host, *ctx.spare_hosts) if h is not None][:workers]
-    for host in hosts:
-        host.hand_over()
+    for host in list(hosts):
+        try:
+            host.hand_over()
+        except AgentHostError:  # a spare that did not start: its worker starts one itself (and says why if not)
+            host.close()
+            hosts.remove(host)
     procs = [mp.Process(target=_worker, args=(ctx, job_list, max(1, share), todo, done, cancel, save, parent, i,
                                               hosts), name=f"qitos-worker-{i}", daemon=True)
              for i, share in enumerate(shares)]

@@ -198,7 +198,7 @@ def test_killed_workers_and_agent_processes_are_outside_failures(tmp_path):
     hit = [o for o in outcomes if o["signalled"] and (o["outside"] or "qit" in o["where"])]
     print(f"kill table: {sum(KILLS.values())} kills, {len(hit)} with tasks in flight unscored and run again, "
           f"{time.monotonic() - started:.0f}s: " + ", ".join(f"{m}/{v} {n}" for (m, v), n in sorted(KILLS.items())))
-    assert sum(o["signalled"] for o in outcomes) == len(plan), outcomes
+    assert all(o["signalled"] for o in outcomes), [o["where"] for o in outcomes if not o["signalled"]]
     assert len(hit) >= len(plan) // 2, outcomes  # most kills caught tasks in flight
 
 

@@ -153,10 +153,11 @@ def main() -> None:
         import random
 
         rng = random.Random(args.seed)
-        while child.poll() is None and victim is None:
+        while child.poll() is None and not signalled:  # a victim that ended just before the signal: another one
             victim = find_victim(me, child.pid, args.victim, rng)
-            time.sleep(0.02)
-        if victim is not None:
+            if victim is None:
+                time.sleep(0.02)
+                continue
             try:
                 os.kill(victim, getattr(signal, f"SIG{args.signal}"))
                 signalled = True
