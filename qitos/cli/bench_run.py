@@ -113,7 +113,7 @@ def run(
     executor: Annotated[str, typer.Option(help="local or ray")] = "local",
     workers: Annotated[str, typer.Option(help="local executor: processes sharing --concurrency, or auto (about one "
                                               "per 16 tasks in flight, at most two per core; when the agent has "
-                                              "its own process, one per core, per 8 in flight and per 128 jobs; "
+                                              "its own process, one per core, per task in flight and per 128 jobs; "
                                               "1 for the embedded model and for small --concurrency)")] = "auto",
     ray_address: Annotated[Optional[str], typer.Option(help="Ray cluster address (default: start a local one)")] = None,
     ray_resources: Annotated[Optional[str], typer.Option(

@@ -163,14 +163,13 @@ def _described_run_spec(ctx: JobContext, tasks: list[Task]) -> RunSpec:
 TASKS_PER_WORKER = 16  # threads of one process queue for its interpreter lock beyond about this many in flight
 
 
-SPLIT_TASKS_PER_WORKER = 8  # a split batch: another worker once 8 tasks per worker are in flight ...
+SPLIT_TASKS_PER_WORKER = 1  # a split batch: a worker per task in flight (at most one per core) ...
 SPLIT_JOBS_PER_WORKER = 128  # ... and the batch has 128 jobs per worker to pay the planning its agent host costs
 
 
 def auto_workers(cfg: RunConfig, split: bool = False, jobs: int | None = None) -> int:
     """`--workers auto`: one process per 16 tasks in flight, at most two per core; for a split batch (each worker is
-    a scoring process and its agent host), one per core, per 8 tasks in flight and per 128 jobs; 1 when few are in
-    flight.
+    a scoring process and its agent host), one per core, per task in flight and per 128 jobs.
 
     Measured by benchmarks/harness_overhead.py on 2 cores (unsplit, 200 ms model latency, 64 in flight: one
     process 1.3-1.9x the latency floor, four about 1.15x) and for split batches by benchmarks/scale.py's workload
@@ -178,7 +177,9 @@ def auto_workers(cfg: RunConfig, split: bool = False, jobs: int | None = None) -
     workers' agent hosts start while the batch is planned (each worker adopts one), so a second worker costs the
     planning about 0.3 s of CPU: on harness_overhead.py's workload two workers took 1.89 s where one took 3.11 s
     (N=256, 16 in flight, zero latency; whole command 3.8 s against 5.3 s) and 5.09 s against 6.69 s (N=512, 64 in
-    flight, 200 ms), hence one per 128 jobs (below that the planning's share outweighs the gain). The embedded llama.cpp model
+    flight, 200 ms), hence one per 128 jobs (below that the planning's share outweighs the gain); with few in flight
+    too (N=1,000, zero latency: 2 in flight, 9.1 s against 10.4 s; 4 in flight, 10.5 s against 12.4 s). The embedded
+    llama.cpp model
     stays in one process (each worker would load its own copy and compete for the same cores), and so does Ray.
     """
     if cfg.executor != "local" or not hasattr(os, "fork") or cfg.model.embedded:

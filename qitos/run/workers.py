@@ -17,6 +17,7 @@ a watch on its parent's pid), cancels its runs and exits: no orphan keeps callin
 from __future__ import annotations
 
 import gc
+import itertools
 import multiprocessing
 import os
 import queue
@@ -51,11 +52,8 @@ def run_workers(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: 
     if not job_list:
         return []
     mp = multiprocessing.get_context("fork")
-    todo, done, cancel = mp.Queue(), mp.Queue(), mp.Event()
-    for index in range(len(job_list)):
-        todo.put(index)
-    for _ in range(workers):
-        todo.put(None)
+    todo, done, cancel = mp.Queue(maxsize=2 * concurrency + workers), mp.Queue(), mp.Event()
+    fed = _feed(todo, job_list, workers)
     shares = [concurrency // workers + (1 if i < concurrency % workers else 0) for i in range(workers)]
     parent = os.getpid()
     # agent hosts started already (planning's, and those spawned for the other workers): worker i adopts the i-th
@@ -66,8 +64,8 @@ def run_workers(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: 
         except AgentHostError:  # a spare that did not start: its worker starts one itself (and says why if not)
             host.close()
             hosts.remove(host)
-    procs = [mp.Process(target=_worker, args=(ctx, job_list, max(1, share), todo, done, cancel, save, parent, i,
-                                              hosts), name=f"qitos-worker-{i}", daemon=True)
+    procs = [mp.Process(target=_worker, args=(ctx, max(1, share), todo, done, cancel, save, parent, i, hosts),
+                        name=f"qitos-worker-{i}", daemon=True)
              for i, share in enumerate(shares)]
     # Freeze what is loaded (modules, schemas, the benchmark's data) so the workers' garbage collector never
     # walks it again: cheaper collections, and no copy-on-write of pages the collector would have touched.
@@ -84,10 +82,38 @@ def run_workers(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: 
     stopped: list[int] = []
     with on_stop_signals(lambda signum: (stopped.append(signum), cancel.set())):
         collector = _Collector(ctx, job_list, procs, on_result, save)
-        collector.run(done, cancel)
+        try:
+            fed.start()
+            collector.run(done, cancel)
+        finally:
+            fed.stop.set()
+            todo.cancel_join_thread()  # what no worker took any more is dropped, not waited on at exit
     if cancel.is_set():
         raise Stopped(stopped[0]) if stopped and stopped[0] != signal.SIGINT else KeyboardInterrupt
     return collector.died
+
+
+def _feed(todo, job_list: list[tuple[Task, int]], workers: int) -> threading.Thread:
+    """A thread that hands the jobs to the workers as they take them, each task as JSON: a worker parses its own
+    copy and never touches this process's task objects (touching them would copy their pages into each worker:
+    memory that grew with the number of tasks). Then one `None` per worker: no more jobs."""
+    stop = threading.Event()
+
+    def run() -> None:
+        items = ((index, task.model_dump_json(), trial) for index, (task, trial) in enumerate(job_list))
+        for item in itertools.chain(items, [None] * workers):
+            while not stop.is_set():
+                try:
+                    todo.put(item, timeout=0.25)
+                    break
+                except queue.Full:
+                    continue
+            else:
+                return
+
+    thread = threading.Thread(target=run, name="qitos-worker-feed", daemon=True)
+    thread.stop = stop  # type: ignore[attr-defined]
+    return thread
 
 
 class _Collector:
@@ -166,8 +192,8 @@ def _saved_rows(ctx: JobContext) -> dict[tuple[str, int], BenchmarkRunResult]:
     return {(r.task_id, r.trial): r for r in read_results(path)} if path.exists() else {}
 
 
-def _worker(ctx: JobContext, job_list: list[tuple[Task, int]], concurrency: int, todo, done, cancel,
-            save: Callable[[BenchmarkRunResult], None], parent: int, number: int, hosts: list) -> None:
+def _worker(ctx: JobContext, concurrency: int, todo, done, cancel, save: Callable[[BenchmarkRunResult], None],
+            parent: int, number: int, hosts: list) -> None:
     """One worker process: a thread pool fed from the shared queue; saved rows are announced through `done`."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for sig in (signal.SIGTERM, signal.SIGHUP):
@@ -191,10 +217,11 @@ def _worker(ctx: JobContext, job_list: list[tuple[Task, int]], concurrency: int,
 
     def jobs() -> Iterator[tuple[Task, int]]:
         while not ctx.cancel_event.is_set():
-            index = todo.get()
-            if index is None:
+            item = todo.get()
+            if item is None:
                 return
-            task, trial = job_list[index]
+            index, task_json, trial = item
+            task = Task.model_validate_json(task_json)
             slot[(task.id, trial)] = index
             done.put((_STARTED, number, index, None))
             yield task, trial
@@ -205,7 +232,7 @@ def _worker(ctx: JobContext, job_list: list[tuple[Task, int]], concurrency: int,
                 FLUSHER.mark_dirty(row.trace_run_dir)
             save(row)  # durable before the parent hears of it: a parent killed now loses nothing finished
             seal(row)  # ... and before its trace says it is complete
-        done.put((_ROW, number, slot[(task.id, trial)], None if row is None else row.model_dump_json()))
+        done.put((_ROW, number, slot.pop((task.id, trial)), None if row is None else row.model_dump_json()))
 
     code = 0
     try:

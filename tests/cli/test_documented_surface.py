@@ -167,9 +167,9 @@ def test_workers_auto_for_split_batches_needs_jobs_to_pay_each_agent_host():
         return auto_workers(RunConfig(benchmark="jsonl", concurrency=concurrency,
                                       model=ModelConfig(model_name="gpt-4o-mini")), split=True, jobs=jobs)
 
-    assert auto(1, 10_000) == auto(7, 10_000) == 1  # fewer than 8 in flight per worker
+    assert auto(1, 10_000) == 1  # one task in flight
     assert auto(16, 255) == auto(64, 200) == 1  # a second worker's agent host would not pay off
-    assert auto(16, 256) == min(2, cores) and auto(64, 10_000) == min(8, cores)
+    assert auto(2, 256) == auto(16, 256) == min(2, cores) and auto(64, 10_000) == min(64, cores)
 
 
 def test_workers_default_is_auto_and_bad_values_are_one_line(tmp_path):

@@ -90,7 +90,7 @@ def test_workers_adopt_the_agent_hosts_started_while_planning(tmp_path) -> None:
     """`--workers 2`: two agent hosts in all (planning's, taken by the first worker, and one spawned during planning
     for the second), not one more per worker at its first task; every row done, nothing of a host left after."""
     from tests.support.openai_server import OpenAIServer
-    from tests.support.reaper import descendants
+    from tests.support.reaper import _parent, descendants
 
     from .conftest import REPO, rows, write_tasks
     from .test_outside_failures import _answer
@@ -105,7 +105,9 @@ def test_workers_adopt_the_agent_hosts_started_while_planning(tmp_path) -> None:
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         hosts: set[int] = set()
         while run.poll() is None:
-            hosts |= {pid for pid, cmd in descendants(run.pid).items() if "qitos/run/sides/keeper.py" in cmd}
+            # keepers are children of qit (a keeper's own child has its command line too until it execs bwrap)
+            hosts |= {pid for pid, cmd in descendants(run.pid).items()
+                      if "qitos/run/sides/keeper.py" in cmd and _parent(pid) == run.pid}
             time.sleep(0.02)
         assert run.returncode == 0, run.stderr.read()[-2000:]
     assert len(hosts) == 2, f"agent hosts started: {len(hosts)}"

@@ -111,13 +111,17 @@ class OpenAIServer:
         self.default = default or (lambda body: Reply(text="Final Answer: ok"))
         self.latency_seconds = latency_seconds
         self.requests: list[dict[str, Any]] = []
-        self.port = free_port()
+        # bound here, listened on by uvicorn: a port picked and bound later could be taken in between by a server
+        # of a test running beside this one
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.bind(("127.0.0.1", 0))
+        self.port = self._socket.getsockname()[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         app = Starlette(routes=[Route("/v1/chat/completions", self._chat, methods=["POST"])])
         self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error",
                                                      access_log=False, lifespan="off",
                                                      timeout_graceful_shutdown=1))
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True)
 
     async def _chat(self, request: Request):
         body = await request.json()
