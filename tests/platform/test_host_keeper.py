@@ -56,25 +56,30 @@ def _argv_file(argv: list[str]):
 def test_what_the_host_left_in_its_group_ends_with_it() -> None:
     """The host's command ends at once, leaving a process of its group behind: the keeper kills it."""
     marker = f"{300 + uuid.uuid4().int % 1000}.{os.getpid()}"
+    lifeline, held = os.pipe()
     with _argv_file(["/bin/sh", "-c", f"sleep {marker} & exit 0"]) as argv:
-        run = subprocess.run([sys.executable, "-I", "-S", KEEPER, str(argv.fileno()), str(os.getpid())],
-                             pass_fds=[argv.fileno()], start_new_session=True, timeout=30)
+        run = subprocess.run([sys.executable, "-I", "-S", KEEPER, str(argv.fileno()), str(lifeline)],
+                             pass_fds=[argv.fileno(), lifeline], start_new_session=True, timeout=30)
+    os.close(lifeline)
+    os.close(held)
     assert run.returncode == -signal.SIGKILL  # the keeper ends its group, itself included
     assert not _gone(marker), "a process of the host's group outlived it"
 
 
 @pytest.mark.parametrize("after", [0.0, 0.3])
-def test_the_host_group_ends_when_the_scoring_process_is_killed(after: float) -> None:
-    """A stand-in scoring process starts a host through the keeper and is SIGKILLed (at once, before the keeper
-    can have asked for the parent-death signal, and later): every process of the host's group is gone."""
+def test_the_host_group_ends_when_its_owner_is_killed(after: float) -> None:
+    """A stand-in scoring process starts a host through the keeper, holding the write end of its lifeline, and
+    is SIGKILLed (at once, and later): every process of the host's group is gone."""
     marker = f"{300 + uuid.uuid4().int % 1000}.{os.getpid()}"
     scoring = textwrap.dedent(f"""
         import os, subprocess, sys, tempfile, time
         argv = tempfile.TemporaryFile()
         argv.write(b"".join(a.encode() + b"\\0" for a in ["/bin/sh", "-c", "sleep {marker} & sleep {marker}"]))
         argv.seek(0)
-        subprocess.Popen([sys.executable, "-I", "-S", {KEEPER!r}, str(argv.fileno()), str(os.getpid())],
-                         pass_fds=[argv.fileno()], start_new_session=True)
+        lifeline, held = os.pipe()
+        subprocess.Popen([sys.executable, "-I", "-S", {KEEPER!r}, str(argv.fileno()), str(lifeline)],
+                         pass_fds=[argv.fileno(), lifeline], start_new_session=True)
+        os.close(lifeline)
         print("started", flush=True)
         time.sleep(60)
     """)

@@ -136,8 +136,10 @@ class AgentHost:
     _adopted = False  # started by the process this one was forked from (not this process's child)
     _reader: threading.Thread | None = None
     _stop_reading: int | None = None  # a pipe's write end: the reader thread stops (before a fork)
+    _lifeline: int | None = None  # the keeper's lifeline's write end (keeper.py)
 
     def _spawn(self) -> None:
+        self._close_lifeline()  # a former host process's (it died)
         control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         warm = self.warm_modules()
         command = [sys.executable, "-m", "qitos.run.sides.zygote", str(theirs.fileno()),
@@ -160,15 +162,18 @@ class AgentHost:
             keeper = _nul_file(["bwrap", "--args", str(options.fileno()), "--", *command], "qitos-agent-keeper-")
             files = [options, keeper]
             passed += [options.fileno(), keeper.fileno()]
+            # the keeper's lifeline: its write end stays in the host's owner alone (see keeper.py)
+            lifeline, self._lifeline = os.pipe()
+            passed.append(lifeline)
             argv = [sys.executable, "-I", "-S", str(Path(__file__).with_name("keeper.py")), str(keeper.fileno()),
-                    str(os.getpid())]
+                    str(lifeline)]
             cwd = None
         else:
             argv, cwd = command, tempfile.gettempdir()
         try:
             # its own session: a terminal's Ctrl-C (or `timeout`, a batch scheduler) signals the runner's process
             # group, and the runner cancels each job through its socket; the keeper ends the confined host's
-            # process group if the runner dies (`keeper.py`), and PR_SET_PDEATHSIG ends an unconfined host
+            # process group when its owner dies (`keeper.py`), and PR_SET_PDEATHSIG ends an unconfined host
             self._proc = subprocess.Popen(argv, pass_fds=passed, env=env, cwd=cwd, start_new_session=True,
                                           stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
                                           preexec_fn=None if self.confined else die_with_parent)
@@ -176,6 +181,8 @@ class AgentHost:
             theirs.close()
             for handle in files:
                 handle.close()
+            if self.confined:
+                os.close(lifeline)
         self._pending = control
 
     def _await_ready(self, read: bool = True) -> None:
@@ -231,7 +238,13 @@ class AgentHost:
         for sock in (self._control, self._pending):
             if sock is not None:
                 sock.close()
+        self._close_lifeline()
         self._control = self._pending = self._proc = None
+
+    def _close_lifeline(self) -> None:
+        if self._lifeline is not None:
+            os.close(self._lifeline)
+            self._lifeline = None
 
     def _alive(self) -> bool:
         if self._proc is None or self._control is None:
@@ -334,6 +347,7 @@ class AgentHost:
             if self._stop_reading is not None:
                 os.close(self._stop_reading)
                 self._stop_reading = None
+            self._close_lifeline()  # the keeper ends whatever is left of the host's group
 
     def _end_group(self) -> None:
         """Kill the host's process group (its own session): the keeper, bwrap and all that is not yet in the
