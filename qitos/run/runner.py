@@ -179,8 +179,8 @@ def auto_workers(cfg: RunConfig, split: bool = False, jobs: int | None = None) -
     (N=256, 16 in flight, zero latency; whole command 3.8 s against 5.3 s) and 5.09 s against 6.69 s (N=512, 64 in
     flight, 200 ms), hence one per 128 jobs (below that the planning's share outweighs the gain); with few in flight
     too (N=1,000, zero latency: 2 in flight, 9.1 s against 10.4 s; 4 in flight, 10.5 s against 12.4 s). The embedded
-    llama.cpp model
-    stays in one process (each worker would load its own copy and compete for the same cores), and so does Ray.
+    llama.cpp model stays in one process (each worker would load its own copy and compete for the same cores), and so
+    does Ray.
     """
     if cfg.executor != "local" or not hasattr(os, "fork") or cfg.model.embedded:
         return 1

@@ -5,6 +5,9 @@ memory; confined by `confine.host_argv` when bubblewrap works here, otherwise an
 process (and the run's `agent_isolated` check fails, saying why). Each job gets its own socket,
 passed to the host, which forks a fresh child to run it; the host reports on its control socket how each
 job's process ended (`ended`), the evidence for a job whose socket closed without an outcome.
+
+A host belongs to one scoring process: the one that started it, or a `--workers` process that adopted it at the
+fork (`hand_over`, `adopt`, `release`); a confined host's keeper (`keeper.py`) ends it when that owner ends.
 """
 
 from __future__ import annotations
