@@ -250,6 +250,10 @@ class OpenAICompatModel:
         else:
             options = _BEARER_AUTH if timeout is None else {**_BEARER_AUTH, "timeout": timeout}
             text = self._get_client().post("/chat/completions", body=request, cast_to=str, options=options)
+        return self._parse(text)
+
+    def _parse(self, text: str) -> dict[str, Any]:
+        """The provider's JSON reply, or `_BadReply` (not retried) for what is not a chat completion."""
         try:
             body = json.loads(text)
         except json.JSONDecodeError:
@@ -261,74 +265,47 @@ class OpenAICompatModel:
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *,
                  on_event: EventSink | None = None, **params: Any) -> ModelResponse:
-        # a parameter given as None is not sent (e.g. a simulated user that leaves sampling to the provider)
-        merged = {**self.params, **params}
-        # client settings: None is this model's default (a simulated user's call leaves them to the agent's flags)
-        client = {k: merged.pop(k, None) for k in CLIENT_KEYS}
-        max_retries = self.max_retries if client["max_retries"] is None else int(client["max_retries"])
-        timeout = self.request_timeout if client["request_timeout"] is None else float(client["request_timeout"])
-        tags = self.think_tags if client["think_tags"] is None else (tuple(client["think_tags"]) or None)
-        failure_reply = bool(client["failure_reply"])
-        extra_body = merged.pop("extra_body", None) or {}
-        request = {k: v for k, v in {"model": self.name, "messages": messages, **merged}.items() if v is not None}
-        if tools:
-            request["tools"] = tools
-        request.update(extra_body)  # verbatim, last: --extra-body may set any field of the request
-        backoff = wait_random_exponential(multiplier=self.backoff, max=self.max_backoff)
-        where = f"model '{self.name}' at {self.shown_url}"
-        ends_at = task_deadline()  # --task-timeout: each request gets at most the task's time left
-
-        def wait(state) -> float:
-            exc = state.outcome.exception() if state.outcome else None
-            delay = _retry_after(exc)
-            delay = min(delay, self.max_backoff) if delay is not None else backoff(state)
-            return delay if ends_at is None else max(0.0, min(delay, ends_at - time.monotonic()))
-
-        def attempt_timeout() -> float:
-            left = time_left(where)
-            return timeout if left is None else min(timeout, left)
-
-        def before_sleep(state) -> None:
-            exc = state.outcome.exception()
-            if on_event:  # `ts`: this attempt's failure, kept when the events are written after the call
-                on_event("model_retry", {"ts": utc_now(), "attempt": state.attempt_number, "status_code": _status(exc),
-                                         "error": f"{type(exc).__name__}: {str(exc)[:300]}",
-                                         "wait_seconds": round(state.next_action.sleep, 3)})
-
-        retrying = Retrying(stop=stop_after_attempt(max_retries + 1) | (lambda _: _passed(ends_at)), wait=wait,
-                            retry=retry_if_exception(_retryable), before_sleep=before_sleep, reraise=False)
+        call = _Call(self, messages, tools, on_event, params)
         try:
-            for attempt in retrying:
+            for attempt in call.retrying(Retrying):
                 with attempt:
                     started = time.perf_counter()
-                    raw = self._create(request, attempt_timeout())
-                    latency = time.perf_counter() - started
-                    return self._to_response(raw, latency, attempt.retry_state.attempt_number, tags)
-        except TimeLeftExceeded:
-            raise
-        except RetryError as exc:
-            if _passed(ends_at):
-                time_left(where)  # raises TimeLeftExceeded: the task's time, not the retries, ran out
-            last = exc.last_attempt.exception()
-            if failure_reply:
-                return self._failure(last)
-            raise ModelError(f"model '{self.name}' at {self.shown_url} failed after {max_retries + 1} attempts: "
-                             f"{type(last).__name__}: {str(last)[:300]}", endpoint=_retryable(last)) from None
-        except _BadReply as exc:
-            if failure_reply:
-                return self._failure(exc)
-            raise ModelError(f"model '{self.name}' at {self.shown_url}: {exc}", endpoint=True) from None
-        except Exception as exc:
-            if failure_reply and _is_api_error(exc):
-                return self._failure(exc)
-            if _status(exc) in (401, 403):
-                raise ModelError(f"model '{self.name}' at {self.shown_url} refused the API key from "
-                                 f"{self.api_key_env} ({_status(exc)}); check the key", endpoint=True) from None
-            if _status(exc) == 404:
-                raise ModelError(f"model '{self.name}' not found at {self.shown_url} (404); "
-                                 "check --model-name", endpoint=True) from None
-            raise ModelError(f"model '{self.name}' at {self.shown_url}: {type(exc).__name__}: "
-                             f"{str(exc)[:300]}", endpoint=True if _retryable(exc) else False) from None
+                    raw = self._create(call.request, call.attempt_timeout())
+                    return self._to_response(raw, time.perf_counter() - started, attempt.retry_state.attempt_number,
+                                             call.tags)
+        except Exception as exc:  # noqa: BLE001 - `failed` sorts it out: a failure reply, or a ModelError
+            return call.failed(exc)
+        raise ModelError("unreachable")  # pragma: no cover
+
+    def async_ready(self) -> bool:
+        """Whether `acomplete` can send this model's requests (`openai_async.AsyncSender`); when not, `complete`."""
+        return self._async_sender() is not None
+
+    _async_send: Any = None
+
+    def _async_sender(self):
+        if self._async_send is None:
+            from qitos.models.openai_async import AsyncSender
+
+            self._async_send = AsyncSender.of(self._get_client(), shared_ssl_context) or False
+        return self._async_send or None
+
+    async def acomplete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *,
+                        on_event: EventSink | None = None, **params: Any) -> ModelResponse:
+        """`complete` on an asyncio loop (the scoring side's forwarder): the same request, retries, errors and
+        response, sent by `AsyncSender` (check `async_ready` first)."""
+        from tenacity import AsyncRetrying
+
+        call, sender = _Call(self, messages, tools, on_event, params), self._async_sender()
+        try:
+            async for attempt in call.retrying(AsyncRetrying):
+                with attempt:
+                    started = time.perf_counter()
+                    raw = self._parse(await sender.post(call.request, call.attempt_timeout()))
+                    return self._to_response(raw, time.perf_counter() - started, attempt.retry_state.attempt_number,
+                                             call.tags)
+        except Exception as exc:  # noqa: BLE001 - as `complete`
+            return call.failed(exc)
         raise ModelError("unreachable")  # pragma: no cover
 
     def _failure(self, exc: BaseException) -> ModelResponse:
@@ -372,3 +349,79 @@ class OpenAICompatModel:
             latency_seconds=round(latency, 6), model=model_id, finish_reason=choice.get("finish_reason"),
             attempt=attempt, raw=raw,
         )
+
+
+class _Call:
+    """One `complete` call's request and policy: its retries (backoff, Retry-After, the task's deadline), how long
+    each attempt may take, and what a final failure becomes. Shared by `complete` and `acomplete`."""
+
+    def __init__(self, model: OpenAICompatModel, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                 on_event: EventSink | None, params: dict[str, Any]) -> None:
+        self.model, self.on_event = model, on_event
+        # a parameter given as None is not sent (e.g. a simulated user that leaves sampling to the provider)
+        merged = {**model.params, **params}
+        # client settings: None is this model's default (a simulated user's call leaves them to the agent's flags)
+        client = {k: merged.pop(k, None) for k in CLIENT_KEYS}
+        self.max_retries = model.max_retries if client["max_retries"] is None else int(client["max_retries"])
+        self.timeout = model.request_timeout if client["request_timeout"] is None else float(client["request_timeout"])
+        self.tags = model.think_tags if client["think_tags"] is None else (tuple(client["think_tags"]) or None)
+        self.failure_reply = bool(client["failure_reply"])
+        extra_body = merged.pop("extra_body", None) or {}
+        request = {k: v for k, v in {"model": model.name, "messages": messages, **merged}.items() if v is not None}
+        if tools:
+            request["tools"] = tools
+        request.update(extra_body)  # verbatim, last: --extra-body may set any field of the request
+        self.request = request
+        self.backoff = wait_random_exponential(multiplier=model.backoff, max=model.max_backoff)
+        self.where = f"model '{model.name}' at {model.shown_url}"
+        self.ends_at = task_deadline()  # --task-timeout: each request gets at most the task's time left
+
+    def retrying(self, kind: Any) -> Any:
+        """A tenacity `Retrying` (or `AsyncRetrying`) with this call's policy."""
+        return kind(stop=stop_after_attempt(self.max_retries + 1) | (lambda _: _passed(self.ends_at)), wait=self._wait,
+                    retry=retry_if_exception(_retryable), before_sleep=self._before_sleep, reraise=False)
+
+    def _wait(self, state: Any) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        delay = _retry_after(exc)
+        delay = min(delay, self.model.max_backoff) if delay is not None else self.backoff(state)
+        return delay if self.ends_at is None else max(0.0, min(delay, self.ends_at - time.monotonic()))
+
+    def attempt_timeout(self) -> float:
+        left = time_left(self.where)
+        return self.timeout if left is None else min(self.timeout, left)
+
+    def _before_sleep(self, state: Any) -> None:
+        exc = state.outcome.exception()
+        if self.on_event:  # `ts`: this attempt's failure, kept when the events are written after the call
+            self.on_event("model_retry", {"ts": utc_now(), "attempt": state.attempt_number, "status_code": _status(exc),
+                                          "error": f"{type(exc).__name__}: {str(exc)[:300]}",
+                                          "wait_seconds": round(state.next_action.sleep, 3)})
+
+    def failed(self, exc: Exception) -> ModelResponse:
+        """What ended the call's attempts: a response (call option `failure_reply`), or raised as a `ModelError`."""
+        model, where = self.model, self.where
+        if isinstance(exc, TimeLeftExceeded):
+            raise exc
+        if isinstance(exc, RetryError):
+            if _passed(self.ends_at):
+                time_left(where)  # raises TimeLeftExceeded: the task's time, not the retries, ran out
+            last = exc.last_attempt.exception()
+            if self.failure_reply:
+                return model._failure(last)
+            raise ModelError(f"{where} failed after {self.max_retries + 1} attempts: "
+                             f"{type(last).__name__}: {str(last)[:300]}", endpoint=_retryable(last)) from None
+        if isinstance(exc, _BadReply):
+            if self.failure_reply:
+                return model._failure(exc)
+            raise ModelError(f"{where}: {exc}", endpoint=True) from None
+        if self.failure_reply and _is_api_error(exc):
+            return model._failure(exc)
+        if _status(exc) in (401, 403):
+            raise ModelError(f"{where} refused the API key from {model.api_key_env} ({_status(exc)}); check the key",
+                             endpoint=True) from None
+        if _status(exc) == 404:
+            raise ModelError(f"model '{model.name}' not found at {model.shown_url} (404); check --model-name",
+                             endpoint=True) from None
+        raise ModelError(f"{where}: {type(exc).__name__}: {str(exc)[:300]}",
+                         endpoint=True if _retryable(exc) else False) from None

@@ -1,4 +1,4 @@
-"""One thread on the scoring side reads every job's socket and writes what it streams.
+"""One thread on the scoring side reads every job's socket and writes what it streams (an asyncio loop).
 
 Why not a thread per job: each job's thread woke for every message and, with 16 or 64 jobs in flight, queued
 for the interpreter lock on every system call it made while writing the trace (measured at zero model latency,
@@ -7,23 +7,25 @@ CPU spent switching). Here one thread serves every socket that is ready, usually
 job's own thread sleeps until its job needs it:
 
 - the stream (`ops`) is applied by the hub (`Conversation.on_message`);
-- a model call goes to the model-call threads (`model_calls.py`), which reply; the hub reads on meanwhile;
+- a model call to an OpenAI-compatible endpoint is forwarded on the hub's loop itself (`spawn`, `forwarder.py`):
+  the request waits for the endpoint beside every job's socket, with no thread handing it over and back; other
+  models (the embedded one, scripted ones) are called on the model-call threads (`model_calls.py`);
 - any other call (a benchmark's service: a simulated user, a tool on the scoring side) is answered by the job's
   own thread, as before: the hub stops reading that job's socket until the reply is sent (`resume`), so what
   follows a call is applied after it is answered, and a slow service never holds the other jobs up;
 - the outcome, a limit reached, the deadline or a closed socket end the job (`finish`).
 
-The hub never writes to a job's socket (a hostile agent that stops reading could block a write): replies and
-the cancel message are sent by other threads. A partial message never blocks it either: a socket is read once
-per readiness, whole messages are taken, the rest waits for more bytes.
+The hub never blocks on a job's socket (a hostile agent that stops reading could block a write): replies are
+sent without waiting (`Channel.send_nowait`), and what the socket cannot take at once, like the cancel message,
+is sent by another thread. A partial message never blocks it either: a socket is read once per readiness, whole
+messages are taken, the rest waits for more bytes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import queue
-import selectors
-import socket
 import threading
 import time
 from typing import Any, Protocol
@@ -45,21 +47,20 @@ CALL = object()  # `on_message`: the job's own thread answers this call
 
 
 class _Entry:
-    __slots__ = ("channel", "conversation", "inbox")
+    __slots__ = ("channel", "conversation", "inbox", "fd")
 
     def __init__(self, channel: Channel, conversation: Conversation) -> None:
         self.channel, self.conversation = channel, conversation
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()  # ("call", message) | ("end", outcome) | ("raise", exc)
+        self.fd = -1  # its socket's, while the hub reads it
 
 
 class Hub:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._incoming: list[_Entry] = []  # to (re)register, handed over through the wake socket
-        self._thread: threading.Thread | None = None
-        self._selector: selectors.BaseSelector | None = None
-        self._wake_r: socket.socket | None = None
-        self._wake_w: socket.socket | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._entries: dict[int, _Entry] = {}  # by socket fd: the jobs being read (the loop's thread only)
+        self._tasks: set[asyncio.Task] = set()  # coroutines started with `spawn` (asyncio keeps weak references)
 
     def converse(self, channel: Channel, conversation: Conversation, answer: Any) -> Any:
         """Serve `channel` until its job ends; `answer(message)` replies to a call on this (the job's) thread.
@@ -75,58 +76,52 @@ class Hub:
             answer(value)  # sends the reply; a failure to send ends the job as it did on its own thread
             self._add(entry)
 
+    def spawn(self, coroutine: Any) -> None:
+        """Run `coroutine` on the hub's loop (called on the hub's thread, e.g. from `on_message`): a forwarded model
+        call waits for its endpoint there, beside every job's socket, with no thread of its own."""
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     def _add(self, entry: _Entry) -> None:
         with self._lock:
-            if self._thread is None:
+            if self._loop is None:
                 self._start()
-            self._incoming.append(entry)
-        assert self._wake_w is not None
-        try:
-            self._wake_w.send(b"x")
-        except BlockingIOError:  # the hub has wake-ups pending already
-            pass
+            loop = self._loop
+        assert loop is not None
+        loop.call_soon_threadsafe(self._register, entry)
 
     def _start(self) -> None:
-        self._selector = selectors.DefaultSelector()
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self._wake_w.setblocking(False)
-        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
-        self._thread = threading.Thread(target=self._loop, name="qitos-job-hub", daemon=True)
-        self._thread.start()
+        loop = self._loop = asyncio.new_event_loop()
+        started = threading.Event()
 
-    def _loop(self) -> None:
-        selector, next_tick = self._selector, time.monotonic() + TICK_SECONDS
-        assert selector is not None
-        while True:
-            for key, _ in selector.select(max(0.0, next_tick - time.monotonic())):
-                if key.data is None:
-                    self._take_incoming()
-                else:
-                    self._read(key.data)
-            now = time.monotonic()
-            if now >= next_tick:
-                next_tick = now + TICK_SECONDS
-                for key in list(selector.get_map().values()):
-                    if key.data is not None:
-                        self._guard(key.data, lambda entry: entry.conversation.on_tick(now))
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            loop.call_soon(started.set)
+            loop.call_later(TICK_SECONDS, self._tick)
+            loop.run_forever()
 
-    def _take_incoming(self) -> None:
-        assert self._wake_r is not None and self._selector is not None
+        threading.Thread(target=run, name="qitos-job-hub", daemon=True).start()
+        started.wait()
+
+    def _register(self, entry: _Entry) -> None:
+        assert self._loop is not None
         try:
-            while self._wake_r.recv(4096):
-                pass
-        except BlockingIOError:
-            pass
-        with self._lock:
-            entries, self._incoming = self._incoming, []
-        for entry in entries:
-            try:
-                self._selector.register(entry.channel.sock, selectors.EVENT_READ, entry)
-            except (OSError, ValueError, KeyError) as exc:  # e.g. a socket closed meanwhile: that job ends, not the hub
-                entry.inbox.put(("raise", exc))
-                continue
-            self._read(entry)  # what arrived while it was away (whole messages already buffered)
+            fd = entry.channel.sock.fileno()
+            self._loop.add_reader(fd, self._read, entry)
+        except (OSError, ValueError, KeyError, RuntimeError) as exc:  # e.g. a socket closed meanwhile: that job ends
+            entry.inbox.put(("raise", exc))
+            return
+        self._entries[fd], entry.fd = entry, fd
+        self._read(entry)  # what arrived while it was away (whole messages already buffered)
+
+    def _tick(self) -> None:
+        """Every job's limits, cancel and deadline, looked at between messages."""
+        assert self._loop is not None
+        self._loop.call_later(TICK_SECONDS, self._tick)
+        now = time.monotonic()
+        for entry in list(self._entries.values()):
+            self._guard(entry, lambda entry: entry.conversation.on_tick(now))
 
     def _read(self, entry: _Entry) -> None:
         def serve(entry: _Entry) -> Any:
@@ -154,11 +149,10 @@ class Hub:
             item = result if isinstance(result, tuple) else ("end", result)
         except BaseException as exc:  # noqa: BLE001 - the job's thread handles it, as its own loop did
             item = ("raise", exc)
-        assert self._selector is not None
-        try:
-            self._selector.unregister(entry.channel.sock)
-        except (KeyError, ValueError):
-            pass
+        assert self._loop is not None
+        if self._entries.get(entry.fd) is entry:
+            del self._entries[entry.fd]
+            self._loop.remove_reader(entry.fd)
         entry.inbox.put(item)
 
     def reset_after_fork(self) -> None:

@@ -29,6 +29,10 @@ class _ModelCalls:
             threading.Thread(target=self._serve, name="qitos-model-call", daemon=True).start()
         self._work.put((compute, deliver))
 
+    def run(self, work: Any) -> None:
+        """Run `work()` on a free thread (e.g. the rest of a reply the hub's loop could not send at once)."""
+        self.submit(lambda: work() and None, lambda _: None)
+
     def _serve(self) -> None:
         while True:
             compute, deliver = self._work.get()

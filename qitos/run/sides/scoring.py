@@ -26,6 +26,7 @@ from qitos.trace.writer import TraceWriter, new_run_id
 
 from qitos.benchmark.base import TaskRuntime
 from qitos.benchmark.contract import AgentCallRefused, AgentJob, AgentOutcome
+from qitos.run.sides.forwarder import ModelCall, forward, forwarded_on_loop
 from qitos.run.sides.evidence import CLAIM_KEY, OutsideEvidence, lowered_by_agent, observed_factory, process_end, relay_failed
 from qitos.run.sides.host import START_TIMEOUT_SECONDS
 from qitos.run.sides.hub import CALL, HUB
@@ -147,7 +148,10 @@ class _Job:
         if kind == "ops" and self.receiver is not None:
             return None
         if kind == "call" and str(message.get("method")).startswith("model.") and self.model is not None:
-            MODEL_CALLS.submit(lambda call=message: self._answer(call), self.channel.send)
+            if forwarded_on_loop(self.model, message):
+                HUB.spawn(forward(self, message))
+            else:
+                MODEL_CALLS.submit(lambda call=message: self._answer(call), self.channel.send)
             return None
         if kind == "call":
             return CALL
@@ -190,44 +194,56 @@ class _Job:
                 with task_deadline(self._time_left()):
                     value = self.ctx.adapter.serve(self.task, self.runtime, method, payload)
             return {"t": "reply", "id": call_id, "ok": True, "value": value}
-        except AgentCallRefused as exc:
-            return {"t": "reply", "id": call_id, "ok": False, "error": str(exc)}
         except Exception as exc:  # noqa: BLE001 - a failing service is the agent's observation, not a crash here
-            if is_disk_full(exc):  # this side's own write (the trace, a service's files): the job ends disk_full
-                self.evidence.disk_full = f"{type(exc).__name__}: {exc}"
-            return {"t": "reply", "id": call_id, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+            return self.reply_refused(call_id, exc)
 
     def _complete(self, payload: dict[str, Any]) -> dict[str, Any]:
         """Call the model for the agent side and count the call, its answer, tokens and cost here: these, not the
         agent side's streamed events, are the run's model facts. Each call is also written to the trace by this
-        side (a `model_call` event after the agent side's `model_request`)."""
+        side (a `model_call` event after the agent side's `model_request`). `forwarder.forward` does the same on
+        the hub's loop."""
+        call = self.model_call(payload)
+        try:
+            with task_deadline(call.given):  # --task-timeout bounds the wait (models/deadline.py)
+                response = call.model.complete(call.messages, call.tools, on_event=call.on_event, **call.params)
+        except ModelError as exc:
+            return self.call_failed(call, exc)
+        return self.call_answered(call, response)
+
+    def model_call(self, payload: dict[str, Any]) -> "ModelCall":
+        """A model call the agent side asked for, checked and counted (not made yet)."""
         if self.model is None:
             raise AgentCallRefused("the agent's model is not served by the scoring side")
         name = payload.get("model")
         model = self.ctx.named_model(str(name)) if name and name != self.model.name else self.model
-        events: list[dict[str, Any]] = []
         params = payload.get("params") if isinstance(payload.get("params"), dict) else {}
         messages, tools = payload.get("messages"), payload.get("tools")
         if not isinstance(messages, list) or not (tools is None or isinstance(tools, list)):
             raise AgentCallRefused("model.complete takes a list of messages and a list of tools (or none)")
         with self.lock:
             self.model_calls += 1
-        given = self._time_left()
-        try:
-            with task_deadline(given):  # --task-timeout bounds the wait (models/deadline.py)
-                response = model.complete(messages, tools,
-                                          on_event=lambda kind, data: events.append({"kind": kind, "payload": data}),
-                                          **params)
-        except ModelError as exc:
-            self._record({"model": model.name, "ok": False, "error": str(exc)[:300]})
-            chose = lowered_by_agent(model, params) or (f"the agent named model '{name}'" if model is not self.model
-                                                         else None)
-            self.evidence.failed_call(exc, given=given, request_timeout=getattr(model, "request_timeout", None),
-                                      agent_chose=chose)
-            return {"error": str(exc), "events": events, "time_left_exceeded": isinstance(exc, TimeLeftExceeded),
-                    "model_working": bool(getattr(exc, "working", False))}
-        self._answered(response, model.name)
-        return {"response": response.model_dump(mode="json"), "events": events}  # `raw` too: recipes echo it
+        return ModelCall(model, name, messages, tools, params, self._time_left())
+
+    def call_failed(self, call: "ModelCall", exc: ModelError) -> dict[str, Any]:
+        self._record({"model": call.model.name, "ok": False, "error": str(exc)[:300]})
+        chose = lowered_by_agent(call.model, call.params) or (
+            f"the agent named model '{call.name}'" if call.model is not self.model else None)
+        self.evidence.failed_call(exc, given=call.given, request_timeout=getattr(call.model, "request_timeout", None),
+                                  agent_chose=chose)
+        return {"error": str(exc), "events": call.events, "time_left_exceeded": isinstance(exc, TimeLeftExceeded),
+                "model_working": bool(getattr(exc, "working", False))}
+
+    def call_answered(self, call: "ModelCall", response: Any) -> dict[str, Any]:
+        self._answered(response, call.model.name)
+        return {"response": response.model_dump(mode="json"), "events": call.events}  # `raw` too: recipes echo it
+
+    def reply_refused(self, call_id: Any, exc: Exception) -> dict[str, Any]:
+        """A call that failed on this side, as the agent side's observation (never a crash here)."""
+        if isinstance(exc, AgentCallRefused):
+            return {"t": "reply", "id": call_id, "ok": False, "error": str(exc)}
+        if is_disk_full(exc):  # this side's own write (the trace, a service's files): the job ends disk_full
+            self.evidence.disk_full = f"{type(exc).__name__}: {exc}"
+        return {"t": "reply", "id": call_id, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
 
     def _time_left(self) -> float | None:
         """Seconds left of the task's own time budget, by this side's clock (None: no budget)."""

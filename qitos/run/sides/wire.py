@@ -18,7 +18,7 @@ import select
 import socket
 import struct
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
@@ -42,6 +42,38 @@ class Channel:
         data = json.dumps(message, default=str, separators=(",", ":")).encode("utf-8")
         with self._send_lock:
             self.sock.sendall(_HEADER.pack(len(data)) + data)
+
+    def send_nowait(self, message: dict[str, Any], finish: Callable[[Callable[[], None]], None]) -> None:
+        """Send without waiting for the peer (the hub's loop must never block on a job that stops reading): what
+        the socket takes now goes at once, and `finish(send_rest)` sends the rest on another thread, or the whole
+        message when another thread is sending on this socket. Messages stay whole and in order either way."""
+        data = json.dumps(message, default=str, separators=(",", ":")).encode("utf-8")
+        data = _HEADER.pack(len(data)) + data
+        if not self._send_lock.acquire(blocking=False):
+            finish(lambda: self._send_bytes(data))
+            return
+        try:
+            sent = self.sock.send(data, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            sent = 0
+        except BaseException:
+            self._send_lock.release()
+            raise
+        if sent == len(data):
+            self._send_lock.release()
+            return
+
+        def send_rest() -> None:
+            try:
+                self.sock.sendall(data[sent:])
+            finally:
+                self._send_lock.release()
+
+        finish(send_rest)
+
+    def _send_bytes(self, data: bytes) -> None:
+        with self._send_lock:
+            self.sock.sendall(data)
 
     def recv(self, timeout: float | None = None) -> dict[str, Any] | None:
         """The next message; None when `timeout` passes before any of it arrived (a partial message is kept for
