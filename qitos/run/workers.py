@@ -30,6 +30,7 @@ from typing import Callable, Iterable, Iterator
 from qitos.core.stop import StopReason, is_disk_full
 from qitos.core.task import Task
 from qitos.trace.durability import FLUSHER
+from qitos.results.commit import RowCommitter
 
 from qitos.run.executors import OnResult, run_local
 from qitos.run.job import seal
@@ -42,11 +43,12 @@ _STARTED, _ROW, _FINISHED = "started", "row", "finished"  # what a worker tells 
 
 
 def run_workers(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: int, workers: int,
-                on_result: OnResult, save: Callable[[BenchmarkRunResult], None]) -> list[str]:
+                on_result: OnResult, save: Callable[..., int]) -> list[str]:
     """Run jobs in `workers` processes with `concurrency` in flight overall; returns how each worker that died
     while running jobs ended (its jobs in flight get `worker_died` rows: unscored, a rerun runs them again).
 
-    Each worker calls `save(row)` (the durable append) itself; `on_result` then sees the saved row here."""
+    Each worker calls `save(row, wait=False)` (the append; `ResultsFile.append`) itself and has the row made
+    durable by its committer; `on_result` then sees the saved row here."""
     job_list = list(jobs)
     workers = max(1, min(workers, len(job_list)))
     if not job_list:
@@ -121,7 +123,7 @@ class _Collector:
     died; a dead worker's jobs in flight end `worker_died` (its queued jobs go to the others)."""
 
     def __init__(self, ctx: JobContext, job_list: list[tuple[Task, int]], procs: list, on_result: OnResult,
-                 save: Callable[[BenchmarkRunResult], None]) -> None:
+                 save: Callable[..., int]) -> None:
         self.ctx, self.job_list, self.procs, self.on_result, self.save = ctx, job_list, procs, on_result, save
         self.running: dict[int, set[int]] = {n: set() for n in range(len(procs))}  # worker -> job indices
         self.ended: set[int] = set()  # workers that said they are finished, or died
@@ -174,6 +176,10 @@ class _Collector:
         if cancelled:
             return  # a stopped batch: its jobs in flight simply stay undone (a rerun runs them)
         saved = _saved_rows(self.ctx)
+        if any((self.job_list[index][0].id, self.job_list[index][1]) in saved for index in lost):
+            # rows it wrote but had not yet committed (its committer waits for the disk): made durable and their
+            # traces sealed here, as the worker would have
+            FLUSHER.sync(FLUSHER.mark_dirty(self.ctx.cfg.output or self.ctx.cfg.default_output()))
         for index in lost:
             task, trial = self.job_list[index]
             row = saved.get((task.id, trial))
@@ -182,6 +188,8 @@ class _Collector:
                            error=f"the worker process running the task ({proc.pid}) died ({how}); a rerun runs "
                                  "it again")
                 self.save(row)
+            else:
+                seal(row)
             self.on_result(task, trial, row)
 
 
@@ -192,7 +200,7 @@ def _saved_rows(ctx: JobContext) -> dict[tuple[str, int], BenchmarkRunResult]:
     return {(r.task_id, r.trial): r for r in read_results(path)} if path.exists() else {}
 
 
-def _worker(ctx: JobContext, concurrency: int, todo, done, cancel, save: Callable[[BenchmarkRunResult], None],
+def _worker(ctx: JobContext, concurrency: int, todo, done, cancel, save: Callable[..., int],
             parent: int, number: int, hosts: list) -> None:
     """One worker process: a thread pool fed from the shared queue; saved rows are announced through `done`."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -226,17 +234,26 @@ def _worker(ctx: JobContext, concurrency: int, todo, done, cancel, save: Callabl
             done.put((_STARTED, number, index, None))
             yield task, trial
 
+    def committed(task: Task, trial: int, row: BenchmarkRunResult) -> None:
+        seal(row)  # durable: its trace may say it is complete, and the parent hears of it (a parent killed now
+        done.put((_ROW, number, slot.pop((task.id, trial)), row.model_dump_json()))  # loses nothing finished)
+
+    committer = RowCommitter(committed)  # the disk flush is waited for there, not by the job's slot (commit.py)
+
     def report(task: Task, trial: int, row: BenchmarkRunResult | None) -> None:
-        if row is not None:
-            if row.trace_run_dir:  # the row's disk flush then covers the trace too, wherever it lives
-                FLUSHER.mark_dirty(row.trace_run_dir)
-            save(row)  # durable before the parent hears of it: a parent killed now loses nothing finished
-            seal(row)  # ... and before its trace says it is complete
-        done.put((_ROW, number, slot.pop((task.id, trial)), None if row is None else row.model_dump_json()))
+        if row is None:
+            done.put((_ROW, number, slot.pop((task.id, trial)), None))
+            return
+        if row.trace_run_dir:  # the row's disk flush then covers the trace too, wherever it lives
+            FLUSHER.mark_dirty(row.trace_run_dir)
+        committer.submit(save(row, wait=False), task, trial, row)  # written now (a killed worker loses nothing)
 
     code = 0
     try:
-        run_local(ctx, jobs(), concurrency, report)
+        try:
+            run_local(ctx, jobs(), concurrency, report)
+        finally:
+            committer.drain()  # every finished row durable, sealed and announced before this worker says it is done
     except KeyboardInterrupt:
         ctx.cancel_event.set()
     except BaseException as exc:  # noqa: BLE001 - say why this worker stopped; its unfinished jobs stay undone

@@ -162,8 +162,11 @@ def test_bad_flags_are_clear(tmp_path):
 def test_worker_processes_give_the_rows_threads_give(tmp_path):
     tasks = write_tasks(tmp_path / "tasks.jsonl", 8, crash=(3,))
     base = ["bench", "run", "-b", "jsonl", "--root", tasks, "--runner", RUNNER, "--validator", "--trials", "2", "--concurrency", "4"]
-    threads = qit(*base, "--output", "threads.jsonl", "--trace-logdir", "runs_threads", cwd=tmp_path)
-    workers = qit(*base, "--workers", "2", "--output", "workers.jsonl", "--trace-logdir", "runs_workers", cwd=tmp_path)
+    # each task takes a moment, so both workers are up before the first has taken every task
+    slow = {"QITOS_TEST_DELAY": "0.1"}
+    threads = qit(*base, "--output", "threads.jsonl", "--trace-logdir", "runs_threads", cwd=tmp_path, env=slow)
+    workers = qit(*base, "--workers", "2", "--output", "workers.jsonl", "--trace-logdir", "runs_workers", cwd=tmp_path,
+                  env=slow)
     assert threads.returncode == 0 and workers.returncode == 0, workers.stderr
 
     def comparable(name):
