@@ -2,7 +2,8 @@
 
 A finished job's row is written to the results file at once (into the page cache: a killed process loses
 nothing written), then waits here for its disk flush, shared with every row and trace written meanwhile
-(group commit, `trace.durability`). Only once that flush is done is the trace sealed as complete and the
+(group commit, `trace.durability`): the files of the rows waiting and of their traces, not those of the
+runs still in flight. Only once that flush is done is the trace sealed as complete and the
 row reported (counted, shown): the promise is unchanged, a trace never says complete and nothing is
 reported finished before its row is on disk. What changes is who waits: one committer thread instead of
 the job's slot. On a busy disk a flush of the files of dozens of finished runs takes up to a second, and a
@@ -17,25 +18,33 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, Callable
 
-from qitos.trace.durability import FLUSHER
+from qitos.trace.durability import FLUSHER, run_paths
+
+
+def row_paths(results: Path, trace_run_dir: str | None) -> list[str]:
+    """What a result row needs on disk before it is committed: the results file (and the folder naming it) and
+    the row's trace."""
+    return [str(results), str(results.parent), *(run_paths(trace_run_dir) if trace_run_dir else [])]
 
 
 class RowCommitter:
     def __init__(self, commit: Callable[..., None]) -> None:
         self._commit = commit  # called with each submitted row's arguments once its flush is done
-        self._pending: deque[tuple[int, tuple[Any, ...]]] = deque()
+        self._pending: deque[tuple[list[str], tuple[Any, ...]]] = deque()
         self._ready = threading.Condition()
         self._busy = False  # the committer thread holds rows taken from `_pending`
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
 
-    def submit(self, ticket: int, *args: Any) -> None:
-        """Commit `args` once every write up to `ticket` (a `Flusher` ticket) is durable."""
+    def submit(self, paths: Iterable[str], *args: Any) -> None:
+        """Commit `args` once `paths` (`row_paths`: the results file and the row's trace) are durable."""
         self.raise_failure()
         with self._ready:
-            self._pending.append((ticket, args))
+            self._pending.append((list(paths), args))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="qitos-row-commit", daemon=True)
                 self._thread.start()
@@ -55,11 +64,11 @@ class RowCommitter:
         while True:
             with self._ready:
                 self._ready.wait_for(lambda: self._pending)
-                batch = list(self._pending)  # every waiting row: one flush covers them all (the highest ticket)
+                batch = list(self._pending)  # every waiting row: one flush covers them all
                 self._pending.clear()
                 self._busy = True
             try:
-                FLUSHER.sync(max(ticket for ticket, _ in batch))
+                FLUSHER.sync_paths({path for paths, _ in batch for path in paths})
             except BaseException as exc:  # noqa: BLE001 - nothing in the batch is known durable: none committed
                 self._error, batch = self._error or exc, []
             for _, args in batch:  # each row committed, even after another's failure (as each slot did its own)

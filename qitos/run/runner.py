@@ -23,7 +23,7 @@ from qitos.spec.run_spec import ExperimentSpec, RunSpec
 
 from qitos.benchmark.base import BenchmarkAdapter
 from qitos.run.budgets import check_budgets
-from qitos.results.commit import RowCommitter
+from qitos.results.commit import RowCommitter, row_paths
 from qitos.run.config import RunConfig
 from qitos.benchmark.errors import BenchmarkUsageError
 from qitos.run.cluster.connect import ray_log
@@ -409,7 +409,8 @@ def execute_batch(plan: BatchPlan, on_row: Callable[[BenchmarkRunResult], None] 
 
     def on_result(task: Task, trial: int, row: BenchmarkRunResult | None) -> None:
         if row is not None:  # written now; the committer waits for the disk, not the job's slot (commit.py)
-            committer.submit(results.append(row, wait=False), task, trial, row)
+            results.append(row, wait=False)
+            committer.submit(row_paths(results.path, row.trace_run_dir), task, trial, row)
 
     if plan.ctx.split:  # exist before the agent host starts, so it can mask them
         plan.output.parent.mkdir(parents=True, exist_ok=True)

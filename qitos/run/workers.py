@@ -30,7 +30,7 @@ from typing import Callable, Iterable, Iterator
 from qitos.core.stop import StopReason, is_disk_full
 from qitos.core.task import Task
 from qitos.trace.durability import FLUSHER
-from qitos.results.commit import RowCommitter
+from qitos.results.commit import RowCommitter, row_paths
 
 from qitos.run.executors import OnResult, run_local
 from qitos.run.job import seal
@@ -239,14 +239,14 @@ def _worker(ctx: JobContext, concurrency: int, todo, done, cancel, save: Callabl
         done.put((_ROW, number, slot.pop((task.id, trial)), row.model_dump_json()))  # loses nothing finished)
 
     committer = RowCommitter(committed)  # the disk flush is waited for there, not by the job's slot (commit.py)
+    results = ctx.cfg.output or ctx.cfg.default_output()
 
     def report(task: Task, trial: int, row: BenchmarkRunResult | None) -> None:
         if row is None:
             done.put((_ROW, number, slot.pop((task.id, trial)), None))
             return
-        if row.trace_run_dir:  # the row's disk flush then covers the trace too, wherever it lives
-            FLUSHER.mark_dirty(row.trace_run_dir)
-        committer.submit(save(row, wait=False), task, trial, row)  # written now (a killed worker loses nothing)
+        save(row, wait=False)  # written now (a killed worker loses nothing); durable with its trace when committed
+        committer.submit(row_paths(results, row.trace_run_dir), task, trial, row)
 
     code = 0
     try:

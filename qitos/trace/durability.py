@@ -3,9 +3,10 @@
 Writing a step must not cost a disk flush (several milliseconds here) per file: with many runs in
 flight that serializes everything on the disk. Instead writers flush to the OS (enough to survive
 a killed process: the page cache outlives it) and mark the paths they wrote dirty; one background
-thread fsyncs the dirty files and their directories every `interval` seconds, and `sync()` gives a
-synchronous guarantee (used when a run ends and when a result row is appended). Concurrent
-`sync()` callers share one flush (group commit).
+thread fsyncs the dirty files and their directories every `interval` seconds, `sync()` gives a
+synchronous guarantee (used when a run ends and when a result row is appended), and `sync_paths()` one
+for given paths (a batch of result rows and their traces: `commit.RowCommitter`). Concurrent `sync()`
+callers share one flush (group commit).
 
 Only the files written are flushed, never the whole filesystem (`syncfs`): on a busy machine a
 filesystem-wide flush waits for everyone else's dirty pages too (seconds under load), and a process
@@ -32,6 +33,9 @@ def _fsync_path(path: str) -> None:
         pass  # EINVAL on filesystems without fsync; a failed write already raised where it was made
     finally:
         os.close(fd)
+
+
+BACKGROUND_SECONDS = 0.5  # how often what is still being written (runs in progress) is flushed in the background
 
 
 class Flusher:
@@ -64,6 +68,19 @@ class Flusher:
             ticket = self._written
         self._ensure_thread()
         return ticket
+
+    def sync_paths(self, paths: Iterable[str]) -> None:
+        """Make exactly these paths durable now (files before directories: a name made durable points at durable
+        content) and take them off the dirty set; whatever else is dirty (runs still in progress) waits for the
+        background flush. A result row's commit needs its own trace and the results file, not every file written
+        meanwhile: flushing all of them made each commit fsync the files of every run in flight."""
+        wanted = {os.path.abspath(p) for p in paths}
+        with self._lock:
+            # a path written again after this is marked again (the write comes before its mark), so nothing
+            # written after the fsyncs below is taken off unflushed
+            self._dirty.difference_update(wanted)
+        for path in sorted(wanted, key=os.path.isdir):
+            _fsync_path(path)
 
     def sync(self, ticket: int | None = None) -> None:
         """Return once every write up to `ticket` (default: all so far) is durable."""
@@ -104,6 +121,17 @@ class Flusher:
         self.__init__(self.interval)  # type: ignore[misc]
 
 
-FLUSHER = Flusher()
+def run_paths(run_dir: str | Path) -> list[str]:
+    """What makes a finished run's trace durable: the files directly in its folder, the folder, and the folder that
+    names it."""
+    run_dir = os.path.abspath(run_dir)
+    try:
+        names = [os.path.join(run_dir, n) for n in os.listdir(run_dir)]
+    except OSError:
+        names = []
+    return [*(n for n in names if os.path.isfile(n)), run_dir, os.path.dirname(run_dir)]
+
+
+FLUSHER = Flusher(interval=BACKGROUND_SECONDS)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=FLUSHER.reset_after_fork)

@@ -4,7 +4,7 @@ Durability rules (the trace contract): the manifest is rewritten atomically (tem
 rename) at start, after every step and at the end; every JSONL line is written whole and
 flushed (lines that arrive together, `held()`, in one write), so a SIGKILL leaves a valid manifest
 and whole lines. Disk flushes are group-committed
-(see `durability.py`): within ~50 ms in the background, and synchronously when the run ends.
+(see `durability.py`): within about half a second in the background, and synchronously when the run ends.
 `fsync="always"` restores a flush per write. `finalize()` is idempotent and is called on every
 exit path by the engine.
 """

@@ -75,13 +75,13 @@ def test_rows_are_committed_only_once_durable_and_all_of_them(tmp_path, monkeypa
     monkeypatch.setattr(commit, "FLUSHER", flusher)
     synced = _recording(monkeypatch)
     gate = threading.Event()
-    real_flush = flusher._flush
+    real_flush = flusher.sync_paths
 
-    def slow_flush():  # the disk is slow: the slots must not wait for it
+    def slow_flush(paths):  # the disk is slow: the slots must not wait for it
         gate.wait(10)
-        real_flush()
+        real_flush(paths)
 
-    monkeypatch.setattr(flusher, "_flush", slow_flush)
+    monkeypatch.setattr(flusher, "sync_paths", slow_flush)
     committed: list[tuple[int, bool]] = []
 
     def commit_row(index: int, path: str) -> None:
@@ -95,11 +95,41 @@ def test_rows_are_committed_only_once_durable_and_all_of_them(tmp_path, monkeypa
         path = tmp_path / f"row{index}.jsonl"
         path.write_text("{}\n")
         paths.append(str(path))
-        committer.submit(flusher.mark_dirty(path), index, str(path))  # returns at once: the flush is held
+        committer.submit([str(path)], index, str(path))  # returns at once: the flush is held
     assert committed == []
     gate.set()
     with pytest.raises(OSError, match="could not be sealed"):
         committer.drain()
     assert sorted(committed) == [(0, True), (1, True), (2, True), (4, True), (5, True)]
     with pytest.raises(OSError):
-        committer.submit(flusher.mark_dirty(paths[0]), 6, paths[0])
+        committer.submit([paths[0]], 6, paths[0])
+
+
+def test_a_commit_flushes_its_rows_and_their_traces_not_the_runs_in_flight(tmp_path, monkeypatch):
+    """A row's commit makes the results file and that row's trace durable; a run still being written stays dirty
+    for the background flush (flushing every dirty file made each commit fsync every run in flight)."""
+    from qitos.results import commit
+
+    synced = _recording(monkeypatch)
+    flusher = durability.Flusher(interval=3600)
+    monkeypatch.setattr("qitos.trace.writer.FLUSHER", flusher)
+    monkeypatch.setattr(commit, "FLUSHER", flusher)
+    finished, running = TraceWriter(tmp_path / "runs", "done-1"), TraceWriter(tmp_path / "runs", "busy-2")
+    for writer in (finished, running):
+        writer.write_manifest()
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("{}\n")
+    committed = []
+    committer = commit.RowCommitter(lambda name: committed.append((name, set(synced))))
+    committer.submit(commit.row_paths(rows, str(finished.run_dir)), "done-1")
+    committer.drain()
+    (name, flushed), = committed
+    run = finished.run_dir
+    assert flushed == {str(rows), str(tmp_path), str(run / "events.jsonl"), str(run / "steps.jsonl"),
+                       str(run / "manifest.json"), str(run), str(tmp_path / "runs")}
+    assert not any("busy-2" in path for path in synced)
+    flusher.sync()  # the background flush: the run in flight's files, not the committed ones again
+    assert {p for p in synced if "busy-2" in p} == {str(running.run_dir / n) for n in
+                                                     ("events.jsonl", "steps.jsonl", "manifest.json")} | {
+        str(running.run_dir)}
+    assert synced.count(str(run / "manifest.json")) == 1
