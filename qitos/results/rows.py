@@ -180,8 +180,8 @@ class ResultsFile:
     def append(self, row: BenchmarkRunResult, wait: bool = True) -> int:
         """Append one row, durably. Safe across threads and across worker processes appending to the same
         file: the line goes out in one O_APPEND write under an exclusive lock, so rows never interleave.
-        `wait=False`: return once the row is written (in the page cache) with the flush ticket that makes it
-        durable (`FLUSHER.sync(ticket)`; see `commit.RowCommitter`).
+        `wait=False`: return once the row is written (in the page cache); a `commit.RowCommitter` then makes it
+        durable with its trace (the returned ticket is `FLUSHER.sync`'s, for a caller that waits itself).
 
         A write cut short by a crash leaves no newline at the end: this write then starts with one, so the
         fragment stays a line of its own (set aside by `repair`) and this row stays readable."""

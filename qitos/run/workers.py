@@ -25,6 +25,7 @@ import signal
 import sys
 import threading
 import traceback
+from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from qitos.core.stop import StopReason, is_disk_full
@@ -179,7 +180,7 @@ class _Collector:
         if any((self.job_list[index][0].id, self.job_list[index][1]) in saved for index in lost):
             # rows it wrote but had not yet committed (its committer waits for the disk): made durable and their
             # traces sealed here, as the worker would have
-            FLUSHER.sync(FLUSHER.mark_dirty(self.ctx.cfg.output or self.ctx.cfg.default_output()))
+            FLUSHER.sync(FLUSHER.mark_dirty(_results_path(self.ctx)))
         for index in lost:
             task, trial = self.job_list[index]
             row = saved.get((task.id, trial))
@@ -193,10 +194,14 @@ class _Collector:
             self.on_result(task, trial, row)
 
 
+def _results_path(ctx: JobContext) -> Path:
+    return ctx.cfg.output or ctx.cfg.default_output()
+
+
 def _saved_rows(ctx: JobContext) -> dict[tuple[str, int], BenchmarkRunResult]:
     from qitos.results.rows import read_results
 
-    path = ctx.cfg.output or ctx.cfg.default_output()
+    path = _results_path(ctx)
     return {(r.task_id, r.trial): r for r in read_results(path)} if path.exists() else {}
 
 
@@ -239,7 +244,7 @@ def _worker(ctx: JobContext, concurrency: int, todo, done, cancel, save: Callabl
         done.put((_ROW, number, slot.pop((task.id, trial)), row.model_dump_json()))  # loses nothing finished)
 
     committer = RowCommitter(committed)  # the disk flush is waited for there, not by the job's slot (commit.py)
-    results = ctx.cfg.output or ctx.cfg.default_output()
+    results = _results_path(ctx)
 
     def report(task: Task, trial: int, row: BenchmarkRunResult | None) -> None:
         if row is None:

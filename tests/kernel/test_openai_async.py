@@ -10,22 +10,9 @@ import pytest
 
 from qitos.models.base import ModelError
 from qitos.models.openai_compat import OpenAICompatModel
-from tests.support.openai_server import Fail, Hang, OpenAIServer, Raw, Reply, free_port
+from tests.support.openai_server import TEST_KEY, Fail, Hang, Raw, Reply, free_port
 
-CANARY = "sk-canary-async-0123456789"
 TRANSPORT_HEADERS = {"connection", "content-length", "host"}  # each HTTP library's own framing
-
-
-@pytest.fixture
-def server():
-    with OpenAIServer() as srv:
-        yield srv
-
-
-@pytest.fixture
-def key(monkeypatch):
-    monkeypatch.setenv("QITOS_TEST_KEY", CANARY)
-    return "QITOS_TEST_KEY"
 
 
 def model(base_url, key, **kw):
@@ -76,7 +63,7 @@ def test_the_same_request_and_response(server, key):
     assert second["body"] == first["body"]
     drop = lambda h: {k: v for k, v in h.items() if k not in TRANSPORT_HEADERS}  # noqa: E731
     assert drop(second["headers"]) == drop(first["headers"])
-    assert second["headers"]["authorization"] == f"Bearer {CANARY}"
+    assert second["headers"]["authorization"] == f"Bearer {TEST_KEY}"
 
 
 @pytest.mark.parametrize("answers", [

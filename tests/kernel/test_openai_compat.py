@@ -8,21 +8,8 @@ from qitos.core import AgentModule, Engine, NativeToolsParser, StopReason, Task,
 from qitos.models.base import ModelConfigError, ModelError
 from qitos.models.openai_compat import OpenAICompatModel
 from qitos.trace import load_run
-from tests.support.openai_server import Fail, OpenAIServer, Raw, Reply
+from tests.support.openai_server import TEST_KEY, Fail, Raw, Reply
 
-CANARY = "sk-canary-0123456789abcdef"
-
-
-@pytest.fixture
-def server():
-    with OpenAIServer() as srv:
-        yield srv
-
-
-@pytest.fixture
-def key(monkeypatch):
-    monkeypatch.setenv("QITOS_TEST_KEY", CANARY)
-    return "QITOS_TEST_KEY"
 
 
 def model(server, key, **kw):
@@ -46,7 +33,7 @@ def test_completion_usage_cost_and_key_header(server, key):
     assert resp.text == "hello" and resp.usage.total_tokens == 1500 and resp.usage.cached_tokens == 400
     # test-priced-model: input 1.0, cached 0.5, output 2.0 per 1M
     assert resp.cost == pytest.approx((600 * 1.0 + 400 * 0.5 + 500 * 2.0) / 1e6)
-    assert server.requests[0]["headers"]["authorization"] == f"Bearer {CANARY}"
+    assert server.requests[0]["headers"]["authorization"] == f"Bearer {TEST_KEY}"
     assert server.requests[0]["body"]["temperature"] == 0.0
 
 
@@ -74,7 +61,7 @@ def test_tool_calls_and_native_loop_with_retries_traced(server, key, tmp_path):
     assert trace.manifest.official_checks  # present
     # the canary key never reaches any trace file
     for name in ("manifest.json", "events.jsonl", "steps.jsonl"):
-        assert CANARY not in (trace.run_dir / name).read_text()
+        assert TEST_KEY not in (trace.run_dir / name).read_text()
 
 
 def test_retry_after_is_honoured(server, key):
@@ -162,7 +149,7 @@ def test_direct_sender_sends_what_the_sdk_post_sends(server, key):
     direct, sdk = server.requests[-2:]
     assert direct["body"] == sdk["body"] == request
     assert direct["headers"] == sdk["headers"]
-    assert direct["headers"]["authorization"] == f"Bearer {CANARY}"
+    assert direct["headers"]["authorization"] == f"Bearer {TEST_KEY}"
     server.queue.append(Fail(503))
     with pytest.raises(openai.InternalServerError) as caught:
         m._create(request, 7.0)

@@ -61,6 +61,8 @@ class Hang:
     then: "Reply | Fail | Raw | None" = None
 
 
+TEST_KEY = "sk-canary-0123456789abcdef"  # an API key for tests: a canary that no trace or file may hold
+
 FAULTS = ("500", "timeout", "cut_json", "empty_choices", "hang")
 
 
