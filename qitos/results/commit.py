@@ -26,9 +26,9 @@ from qitos.trace.durability import FLUSHER, run_paths
 
 
 def row_paths(results: Path, trace_run_dir: str | None) -> list[str]:
-    """What a result row needs on disk before it is committed: the results file (and the folder naming it) and
-    the row's trace."""
-    return [str(results), str(results.parent), *(run_paths(trace_run_dir) if trace_run_dir else [])]
+    """What a result row needs on disk before it is committed: the results file and the row's trace. The folder
+    naming the results file is flushed once, by the append that finds the file new (`ResultsFile.append`)."""
+    return [str(results), *(run_paths(trace_run_dir) if trace_run_dir else [])]
 
 
 class RowCommitter:

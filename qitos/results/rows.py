@@ -23,7 +23,7 @@ from qitos.results import tail as results_tail
 from qitos.benchmark.errors import BenchmarkUsageError
 from qitos.results.tail import CutLine
 from qitos.models.base import Usage
-from qitos.trace.durability import FLUSHER
+from qitos.trace.durability import FLUSHER, fsync_path
 from qitos.trace.redact import redact_text
 
 # Rows with these stop reasons do not count as done for resume.
@@ -190,10 +190,12 @@ class ResultsFile:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = self._open_locked()
             try:
+                if os.fstat(fd).st_size == 0:  # a new file: its name made durable once, not with every row
+                    fsync_path(str(self.path.parent))
                 results_tail.append_on_own_line(fd, data)
             finally:
                 os.close(fd)  # closing releases the lock
-            ticket = FLUSHER.mark_dirty(self.path)
+            ticket = FLUSHER.mark_files((os.path.abspath(self.path),))
         if wait:
             FLUSHER.sync(ticket)  # durable before we report the row as saved; concurrent appends share one flush
         return ticket

@@ -168,7 +168,10 @@ class JobContext:
             settings.env[cfg.model.api_key_env] = key
         from qitos.run.sides.host import WARM_CLIENT_MODULES
 
-        settings.warm = [type(self.adapter).__module__, *(WARM_CLIENT_MODULES if self.runner_brings_client() else [])]
+        # a client stack warmed in the host serves every job's child in task mode; a batch process imports it once
+        # on first use all the same, so warming it there cost each host about a second of CPU that few runners use
+        warm_client = self.runner_brings_client() and self.agent_processes_setting() != "batch"
+        settings.warm = [type(self.adapter).__module__, *(WARM_CLIENT_MODULES if warm_client else [])]
         return settings
 
     def model_is_proxied(self) -> bool:

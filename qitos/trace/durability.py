@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 
-def _fsync_path(path: str) -> None:
+def fsync_path(path: str) -> None:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
@@ -80,7 +80,7 @@ class Flusher:
             # written after the fsyncs below is taken off unflushed
             self._dirty.difference_update(wanted)
         for path in sorted(wanted, key=os.path.isdir):
-            _fsync_path(path)
+            fsync_path(path)
 
     def sync(self, ticket: int | None = None) -> None:
         """Return once every write up to `ticket` (default: all so far) is durable."""
@@ -99,7 +99,7 @@ class Flusher:
             upto = self._written
         # files before directories: a directory entry made durable points at durable content
         for path in sorted(dirty, key=os.path.isdir):
-            _fsync_path(path)
+            fsync_path(path)
         self._durable = max(self._durable, upto)
 
     def _ensure_thread(self) -> None:
@@ -123,10 +123,11 @@ class Flusher:
 
 def run_paths(run_dir: str | Path) -> list[str]:
     """What makes a finished run's trace durable: the files directly in its folder, the folder, and the folder that
-    names it."""
+    names it. Not the writer's hidden temporary (`.manifest.json.<pid>.tmp`): it holds an old manifest that the
+    seal overwrites, so flushing it made nothing durable (one fsync per run in six)."""
     run_dir = os.path.abspath(run_dir)
     try:
-        names = [os.path.join(run_dir, n) for n in os.listdir(run_dir)]
+        names = [os.path.join(run_dir, n) for n in os.listdir(run_dir) if not n.startswith(".")]
     except OSError:
         names = []
     return [*(n for n in names if os.path.isfile(n)), run_dir, os.path.dirname(run_dir)]

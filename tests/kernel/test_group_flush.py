@@ -125,11 +125,50 @@ def test_a_commit_flushes_its_rows_and_their_traces_not_the_runs_in_flight(tmp_p
     committer.drain()
     (name, flushed), = committed
     run = finished.run_dir
-    assert flushed == {str(rows), str(tmp_path), str(run / "events.jsonl"), str(run / "steps.jsonl"),
-                       str(run / "manifest.json"), str(run), str(tmp_path / "runs")}
+    assert flushed == {str(rows), str(run / "events.jsonl"), str(run / "steps.jsonl"),  # not the folder naming
+                       str(run / "manifest.json"), str(run), str(tmp_path / "runs")}  # the results (see below)
     assert not any("busy-2" in path for path in synced)
     flusher.sync()  # the background flush: the run in flight's files, not the committed ones again
     assert {p for p in synced if "busy-2" in p} == {str(running.run_dir / n) for n in
                                                      ("events.jsonl", "steps.jsonl", "manifest.json")} | {
         str(running.run_dir)}
     assert synced.count(str(run / "manifest.json")) == 1
+
+
+def test_a_commit_skips_the_writers_spare_manifest(tmp_path, monkeypatch):
+    """A run finalized for a later seal keeps its previous manifest under a hidden temporary name (the seal writes
+    there): flushing it made nothing durable, so a commit leaves it out."""
+    from qitos.results import commit
+    from qitos.trace.schema import RunSummary
+
+    writer = TraceWriter(tmp_path / "runs", "held-1")
+    writer.hold_status = True
+    writer.write_manifest()
+    writer.finalize("completed", RunSummary(stop_reason="final"))
+    hidden = [p.name for p in writer.run_dir.iterdir() if p.name.startswith(".")]
+    assert hidden  # the spare the seal will write into
+    paths = commit.row_paths(tmp_path / "rows.jsonl", str(writer.run_dir))
+    assert not any(os.path.basename(p).startswith(".") for p in paths)
+    assert str(writer.run_dir / "manifest.json") in paths and str(writer.run_dir) in paths
+
+
+def test_the_results_folder_is_flushed_once_when_the_file_is_new(tmp_path, monkeypatch):
+    """The folder naming the results file needs a flush only when the name is new: the first append flushes it, later
+    ones flush only the file (each commit used to flush the folder too)."""
+    from qitos.results.rows import BenchmarkRunResult, ResultsFile
+
+    synced = _recording(monkeypatch)
+    flusher = durability.Flusher(interval=3600)
+    monkeypatch.setattr("qitos.results.rows.FLUSHER", flusher)
+    results = ResultsFile(tmp_path / "out" / "rows.jsonl")
+
+    def row(index: int) -> BenchmarkRunResult:
+        return BenchmarkRunResult(task_id=f"t{index}", benchmark="jsonl", trial=0, stop_reason="final", success=True)
+
+    results.append(row(0))
+    assert synced == [str(tmp_path / "out"), str(results.path)]  # the new name, then the row
+    synced.clear()
+    results.append(row(1))
+    results.append(row(2), wait=False)
+    flusher.sync()
+    assert synced == [str(results.path), str(results.path)]  # the file alone, never its folder again

@@ -151,8 +151,10 @@ def test_a_recipe_host_gets_neither_network_nor_key_and_a_runner_keeps_its_clien
     # a --runner may bring its own OpenAI-compatible client: network and key, its own calls not counted
     proxied, runner_host = settings(runner="tests.tau_bench.runners:say_hi")  # jsonl: batch mode, no relay
     assert proxied and runner_host.network is True and runner_host.env.get("OPENAI_API_KEY")
+    assert "openai" not in runner_host.warm  # one batch process: it imports its client on first use, if ever
     proxied, relayed_host = settings(runner="tests.tau_bench.runners:say_hi", agent_processes="task")
     assert proxied and relayed_host.network is False
+    assert "openai" in relayed_host.warm  # a child per task: warmed once in the host, not imported by each
     assert "sk-never-in-the-agent-host" not in relayed_host.env.values()
 
 
