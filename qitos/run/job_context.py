@@ -362,23 +362,27 @@ class _LinkedSources:
     def link_into(self, run_dir: Path) -> bool:
         """Link the files and write the index into a fresh `agent_code` folder; False (leaving nothing) when
         anything fails, for the general `store_sources` to do it."""
-        target = run_dir / "agent_code"
-        made: list[Path] = []
+        folder = os.fspath(run_dir)  # plain strings: a batch links these for every task
+        target = f"{folder}/agent_code"
+        made: list[str] = []
         try:
             os.mkdir(target)  # fails on anything already there, a symlink too
         except OSError:
             return False
         try:
             for source, name in self.links:
-                os.link(source, run_dir / name, follow_symlinks=False)
-                made.append(run_dir / name)
-            fd = os.open(target / "index.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-            made.append(target / "index.json")
+                os.link(source, f"{folder}/{name}", follow_symlinks=False)
+                made.append(f"{folder}/{name}")
+            fd = os.open(f"{target}/index.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            made.append(f"{target}/index.json")
             with os.fdopen(fd, "wb") as fh:
                 fh.write(self.index)
         except OSError:
             for path in made:
-                path.unlink(missing_ok=True)
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
             try:
                 os.rmdir(target)
             except OSError:

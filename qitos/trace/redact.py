@@ -137,11 +137,21 @@ def _secret_env_values() -> set[str]:
     has one (CPython on POSIX: `os.environ._data`): walking `os.environ` costs a Python-level lookup and decoding per
     variable, more than the rest of a Redactor, and a batch makes two per task. Only matches are decoded, as
     `os.environ` decodes them."""
+    global _env_seen
     data = getattr(os.environ, "_data", None)
     if os.name != "posix" or not isinstance(data, dict):
         return {v for k, v in os.environ.items() if _SECRET_ENV.search(k)}
-    return {os.fsdecode(v) for k, v in list(data.items())
-            if isinstance(k, bytes) and isinstance(v, bytes) and _secret_env_name(k)}
+    seen = _env_seen  # the environment as last read, and its secrets: equal dicts compare in C, without decoding
+    if seen is not None and seen[0] == data:
+        return set(seen[1])
+    copy = dict(data)
+    values = frozenset(os.fsdecode(v) for k, v in copy.items()
+                       if isinstance(k, bytes) and isinstance(v, bytes) and _secret_env_name(k))
+    _env_seen = (copy, values)
+    return set(values)
+
+
+_env_seen: tuple[dict, frozenset[str]] | None = None  # `_secret_env_values`' last reading
 
 
 @lru_cache(maxsize=32)

@@ -245,9 +245,9 @@ class TraceWriter:
     # -- manifest --------------------------------------------------------------------------
     def update(self, **fields: Any) -> None:
         """Set manifest fields (validated by the Manifest model) without writing yet."""
+        validate = Manifest.__pydantic_validator__.validate_assignment  # the fields given, not the whole manifest
         for key, value in fields.items():
-            setattr(self.manifest, key, self.redactor.scrub(value, key))
-        self.manifest = Manifest.model_validate(self.manifest.model_dump())
+            validate(self.manifest, key, self.redactor.scrub(value, key))
 
     def write_manifest(self) -> None:
         """Atomically rewrite manifest.json: write the temporary file, then swap names (see `swap.py`)."""
