@@ -27,3 +27,15 @@ def test_secret_in_tool_output_is_redacted_in_trace(monkeypatch, tmp_path):
     trace = load_run(result.run_dir)
     events_text = (trace.run_dir / "events.jsonl").read_text()
     assert "tok-abcdefghijklmnop" not in events_text and "[REDACTED]" in events_text
+
+
+def test_a_secret_set_changed_or_unset_between_redactors_is_seen(monkeypatch):
+    """Redactors reuse the environment's secrets while it is unchanged (one is built per trace): a variable set,
+    changed or removed since is seen by the next one."""
+    assert Redactor().scrub_text("value-one-12345678") == "value-one-12345678"
+    monkeypatch.setenv("LATE_SERVICE_API_KEY", "value-one-12345678")
+    assert Redactor().scrub_text("value-one-12345678") == "[REDACTED]"
+    monkeypatch.setenv("LATE_SERVICE_API_KEY", "value-two-12345678")
+    assert Redactor().scrub_text("value-one-12345678 value-two-12345678") == "value-one-12345678 [REDACTED]"
+    monkeypatch.delenv("LATE_SERVICE_API_KEY")
+    assert Redactor().scrub_text("value-two-12345678") == "value-two-12345678"
