@@ -92,12 +92,12 @@ def ensure_writable_dir(path: Path) -> Path:
 # orjson writes what `json.dumps(..., ensure_ascii=False, separators=(",", ":"), default=str)` wrote, a third of the
 # cost (measured on a task's records), except non-finite floats: null, where `json` wrote `NaN`, which no strict
 # JSON reader (a browser's `JSON.parse`) accepts. Datetimes and dataclasses go to `default=str`, as before.
-_ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+TRACE_JSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 
 
 def _dumps(record: Any) -> str:
     try:
-        return orjson.dumps(record, default=str, option=_ORJSON_OPTIONS).decode("utf-8")
+        return orjson.dumps(record, default=str, option=TRACE_JSON_OPTIONS).decode("utf-8")
     except TypeError:  # what orjson refuses (an integer beyond 64 bits, a lone surrogate): the standard codec
         return json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
 
