@@ -23,7 +23,7 @@ from qitos.models.base import Model, ModelError, ModelResponse, Usage
 from qitos.models.deadline import TimeLeftExceeded, task_deadline
 from qitos.spec.official import RunFacts, official_checks
 from qitos.spec.provenance import environment_summary, package_version, qitos_checkout
-from qitos.spec.run_spec import ExperimentSpec, RunSpec
+from qitos.spec.run_spec import AGENT_DESCRIPTION_FIELDS, ExperimentSpec, RunSpec
 from qitos.trace.redact import Redactor
 from qitos.trace.schema import RunSummary, TokenUsage
 from qitos.trace.writer import TraceWriter, new_run_id
@@ -175,19 +175,30 @@ class _Run:
         agent, model, task = self.e.agent, self.e.model, self.task
         system = agent.system_prompt(task) or ""
         deterministic = bool(getattr(self.e.env, "deterministic", False))
-        self.w.update(
+        description = dict(
             model_id=model.name, model_family=model.family, prompt_protocol=agent.prompt_protocol,
             parser_name=agent.parser.name, prompt_hash=hashlib.sha256(system.encode()).hexdigest()[:16],
-            tool_manifest=agent.tools.manifest(), tool_manifest_hash=agent.tools.manifest_hash(), seed=self.e.seed,
-            git_sha=self.spec.git_sha, package_version=self.spec.package_version,
-            benchmark_name=self.spec.benchmark_name, benchmark_split=self.spec.benchmark_split,
-            run_spec={**self.spec.model_dump(mode="json"), "fingerprint": self.spec.fingerprint()},
-            experiment_spec=self.e.experiment_spec.model_dump(mode="json") if self.e.experiment_spec else None,
-            replay_mode="deterministic" if deterministic else "best_effort",
-            official_checks=official_checks(self.spec, self.e.experiment_spec, None, self._facts()),
-            task=task.public_summary(),
-        )
+            tool_manifest=agent.tools.manifest(), tool_manifest_hash=agent.tools.manifest_hash(),
+            replay_mode="deterministic" if deterministic else "best_effort")
+        if self._description_only:  # the agent side's stream: the scoring side records the rest itself
+            self.w.update(**description, run_spec=self.spec.model_dump(mode="json",
+                                                                       include=set(AGENT_DESCRIPTION_FIELDS)))
+        else:
+            self.w.update(
+                **description, seed=self.e.seed, git_sha=self.spec.git_sha, package_version=self.spec.package_version,
+                benchmark_name=self.spec.benchmark_name, benchmark_split=self.spec.benchmark_split,
+                run_spec={**self.spec.model_dump(mode="json"), "fingerprint": self.spec.fingerprint()},
+                experiment_spec=self.e.experiment_spec.model_dump(mode="json") if self.e.experiment_spec else None,
+                official_checks=official_checks(self.spec, self.e.experiment_spec, None, self._facts()),
+                task=task.public_summary(),
+            )
         self.w.write_manifest()
+
+    @property
+    def _description_only(self) -> bool:
+        """Does the writer keep only the agent's description (`StreamWriter`)? Then this side computes no official
+        checks and no fingerprint: the scoring side computes both from its own view."""
+        return bool(getattr(self.w, "description_only", False))
 
     def execute(self) -> RunResult:
         reason: StopReason | None = None
@@ -195,7 +206,8 @@ class _Run:
         failure: dict[str, Any] | None = None
         try:
             self._manifest_start()
-            self.w.event("run_start", "INIT", {"task_id": self.task.id, "run_spec_ref": self.spec.fingerprint()})
+            self.w.event("run_start", "INIT", {"task_id": self.task.id, "run_spec_ref": None if self._description_only
+                                               else self.spec.fingerprint()})  # the scoring side sets its own
             env = self.e.env
             if env is not None and hasattr(env, "bind_events"):
                 # environments with their own model calls (e.g. a simulated user) trace them as events
@@ -387,13 +399,15 @@ class _Run:
                     env.close()
                 except Exception:  # noqa: BLE001 - cleanup must not mask the run's outcome
                     pass
-            checks = official_checks(self.spec, self.e.experiment_spec, self.w.integrity(),
-                                     dataclasses.replace(self._facts(), stop_reason=reason.value))
+            checks = None if self._description_only else official_checks(
+                self.spec, self.e.experiment_spec, self.w.integrity(),
+                dataclasses.replace(self._facts(), stop_reason=reason.value))
             result = RunResult(
                 run_id=self.w.run_id, run_dir=str(self.w.run_dir), status=run_status(reason), stop_reason=reason,
                 final_answer=summary.final_result, steps=self.steps, usage=self.usage, cost=self.cost,
-                latency_seconds=summary.latency_seconds, error=error, run_spec_ref=self.spec.fingerprint(),
-                official_run=all(c.passed for c in checks), final_state=final_state,
+                latency_seconds=summary.latency_seconds, error=error,
+                run_spec_ref=None if checks is None else self.spec.fingerprint(),
+                official_run=checks is not None and all(c.passed for c in checks), final_state=final_state,
             )
             evaluation, hook_error = None, None
             if self.e.on_finish is not None:

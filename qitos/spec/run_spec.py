@@ -15,6 +15,12 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from qitos.trace.schema import SCHEMA_VERSION
 
 
+# RunSpec fields that describe the agent itself (what it sends, how it parses, which tools); every other field is set
+# by whoever runs it (in a benchmark run, the scoring side, from its own view)
+AGENT_DESCRIPTION_FIELDS = ("model_name", "model_family", "model_provider", "base_url_host", "generation",
+                            "prompt_protocol", "parser_name", "toolset_name", "tool_manifest")
+
+
 class RunSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
 

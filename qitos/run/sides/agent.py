@@ -20,15 +20,13 @@ from typing import Any, Callable
 
 from qitos.core.engine import Engine, make_run_spec
 from qitos.core.stop import StopReason
+from qitos.spec.run_spec import AGENT_DESCRIPTION_FIELDS
 from qitos.models.base import ModelError, ModelResponse
 
 from qitos.benchmark.base import LoadOptions, Recipe, RecipeContext, TaskRuntime
 from qitos.benchmark.contract import AgentJob, AgentOutcome, ScoringLink, safe_relative
 
-# RunSpec fields that describe the agent itself (what it sends, how it parses, which tools); every other
-# RunSpec field is set by the scoring side.
-AGENT_SPEC_FIELDS = ("model_name", "model_family", "model_provider", "base_url_host", "generation", "prompt_protocol",
-                     "parser_name", "toolset_name", "tool_manifest")
+AGENT_SPEC_FIELDS = AGENT_DESCRIPTION_FIELDS  # what the agent side may say of its RunSpec; the scoring side sets the rest
 
 
 class StreamWriter:
@@ -37,6 +35,10 @@ class StreamWriter:
     Visual assets (screenshots) are written to a local staging dir by the environment and shipped with
     the step that names them.
     """
+
+    # The scoring side records the run's identity, official checks and task from its own view and keeps only the
+    # agent's description from this stream (`receiver.py`): the Engine sends just that (no checks, no fingerprint).
+    description_only = True
 
     def __init__(self, send: Callable[[dict[str, Any]], None], run_id: str, staging: Path) -> None:
         self._send, self.run_id, self.run_dir = send, run_id, staging
