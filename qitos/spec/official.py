@@ -188,11 +188,27 @@ def _model_answered(facts: RunFacts) -> OfficialCheck:
         "after every retry): the run measured the endpoint, not the agent; fix the model server and rerun"))
 
 
+def _spec_checks(spec: RunSpec) -> tuple[OfficialCheck, OfficialCheck]:
+    """`run_spec_complete` and `code_identified`: a batch's runs share a RunSpec, and a trace's checks are computed
+    twice, so both are kept per fingerprint (the check objects are never changed once made). Not for a dirty
+    checkout, whose check names the checkout's current state."""
+    key = None if spec.git_dirty else spec.fingerprint()
+    found = _SPEC_CHECKS.get(key) if key is not None else None
+    if found is None:
+        found = (check_run_spec(spec), check_code_identified(spec))
+        if key is not None and len(_SPEC_CHECKS) < 256:
+            _SPEC_CHECKS[key] = found
+    return found
+
+
+_SPEC_CHECKS: dict[str, tuple[OfficialCheck, OfficialCheck]] = {}
+
+
 def official_checks(spec: RunSpec, experiment: ExperimentSpec | None, trace: tuple[bool, str] | None,
                     facts: RunFacts | None = None) -> list[OfficialCheck]:
     """`trace` is the writer's integrity verdict and `facts` what the run did (None while in progress)."""
     facts = facts or RunFacts()
-    checks = [check_run_spec(spec), check_code_identified(spec)]
+    checks = list(_spec_checks(spec))
     if spec.benchmark_name is not None:
         checks.extend(_benchmark_checks(spec, experiment, facts))
     real = spec.model_family not in NOT_REAL_MODEL_FAMILIES and spec.model_family is not None
