@@ -10,6 +10,10 @@ the job's slot. On a busy disk a flush of the files of dozens of finished runs t
 slot that waited for it ran nothing meanwhile (measured at 200 ms model latency, 64 in flight: 1.1 s of
 waiting per task against 0.85 s of running it).
 
+The committer lingers a moment (`LINGER_SECONDS`) after a row arrives, so rows finishing close together share
+one flush of the folders and the results file (fsyncs per row at zero model latency, 16 in flight: 5.5 -> 4.9);
+`drain` ends the lingering at once.
+
 `drain` waits until every submitted row is committed (the batch's end, a cancel); a failure while
 committing is raised there and by the next `submit`, so the batch stops as it did when the slot raised.
 """
@@ -17,6 +21,7 @@ committing is raised there and by the next `submit`, so the batch stops as it di
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
@@ -31,6 +36,9 @@ def row_paths(results: Path, trace_run_dir: str | None) -> list[str]:
     return [str(results), *(run_paths(trace_run_dir) if trace_run_dir else [])]
 
 
+LINGER_SECONDS = 0.02  # a finished row's wait for its flush, at most, before the flush starts
+
+
 class RowCommitter:
     def __init__(self, commit: Callable[..., None]) -> None:
         self._commit = commit  # called with each submitted row's arguments once its flush is done
@@ -39,6 +47,7 @@ class RowCommitter:
         self._busy = False  # the committer thread holds rows taken from `_pending`
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
+        self._draining = False  # `drain` waits: commit what is pending at once
 
     def submit(self, paths: Iterable[str], *args: Any) -> None:
         """Commit `args` once `paths` (`row_paths`: the results file and the row's trace) are durable."""
@@ -57,13 +66,19 @@ class RowCommitter:
     def drain(self) -> None:
         """Return once every submitted row is committed; raise the first failure to commit one."""
         with self._ready:
+            self._draining = True  # no row will follow: no lingering for one
+            self._ready.notify_all()
             self._ready.wait_for(lambda: not self._pending and not self._busy)
+            self._draining = False
         self.raise_failure()
 
     def _run(self) -> None:
         while True:
             with self._ready:
                 self._ready.wait_for(lambda: self._pending)
+                until = time.monotonic() + LINGER_SECONDS  # rows finishing a moment later share this flush
+                while not self._draining and (left := until - time.monotonic()) > 0:
+                    self._ready.wait(left)
                 batch = list(self._pending)  # every waiting row: one flush covers them all
                 self._pending.clear()
                 self._busy = True

@@ -172,3 +172,29 @@ def test_the_results_folder_is_flushed_once_when_the_file_is_new(tmp_path, monke
     results.append(row(2), wait=False)
     flusher.sync()
     assert synced == [str(results.path), str(results.path)]  # the file alone, never its folder again
+
+
+def test_rows_finishing_close_together_share_one_flush_and_drain_does_not_linger(monkeypatch):
+    """The committer waits a moment after a row arrives (`LINGER_SECONDS`) so the next rows share its flush; a
+    drain (no row will follow) commits at once."""
+    import time
+
+    from qitos.results import commit
+
+    flushes: list[set[str]] = []
+    monkeypatch.setattr(commit.FLUSHER, "sync_paths", lambda paths: flushes.append(set(paths)))
+    committed: list[str] = []
+    committer = commit.RowCommitter(committed.append)
+    committer.submit(["/rows", "/trace-a"], "a")
+    time.sleep(commit.LINGER_SECONDS / 4)
+    committer.submit(["/rows", "/trace-b"], "b")
+    deadline = time.monotonic() + 5
+    while len(committed) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert committed == ["a", "b"] and flushes == [{"/rows", "/trace-a", "/trace-b"}]
+
+    monkeypatch.setattr(commit, "LINGER_SECONDS", 30.0)
+    started = time.monotonic()
+    committer.submit(["/rows", "/trace-c"], "c")
+    committer.drain()
+    assert committed[-1] == "c" and time.monotonic() - started < 5
