@@ -198,3 +198,25 @@ def test_rows_finishing_close_together_share_one_flush_and_drain_does_not_linger
     committer.submit(["/rows", "/trace-c"], "c")
     committer.drain()
     assert committed[-1] == "c" and time.monotonic() - started < 5
+
+
+def test_the_background_flush_takes_only_what_has_waited(tmp_path, monkeypatch):
+    """The background flush takes the paths dirty for at least its interval: a run that ends sooner is flushed once,
+    by its row's commit, not also as a run in flight. `sync()` still takes everything."""
+    import time
+
+    synced = _recording(monkeypatch)
+    flusher = durability.Flusher(interval=3600)  # the loop never runs here: its flush is called directly
+    old, new = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
+    for path in (old, new):
+        path.write_text("x\n")
+    flusher.mark_files([str(old)])
+    time.sleep(0.02)
+    between = time.monotonic()
+    time.sleep(0.02)
+    ticket = flusher.mark_files([str(new)])
+    flusher._flush(older_than=between)
+    assert synced == [str(old)]
+    synced.clear()
+    flusher.sync(ticket)  # the background's partial flush did not count the newer write as durable
+    assert synced == [str(new)]
