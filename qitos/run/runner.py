@@ -14,6 +14,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, Callable
 
 from qitos.core.engine import make_run_spec
@@ -37,6 +38,7 @@ from qitos.results.trace_check import trace_run_spec
 from qitos.run.lock import RunLock
 from qitos.results.tail import warnings_for as cut_warnings
 from qitos.results.tally import RunTally
+from qitos.core.task_list import JobList, TaskList
 from qitos.run.workers import run_workers
 
 
@@ -44,8 +46,8 @@ from qitos.run.workers import run_workers
 class BatchPlan:
     cfg: RunConfig
     adapter: BenchmarkAdapter
-    tasks: list[Task]
-    jobs: list[tuple[Task, int]]
+    tasks: Sequence[Task]  # compact where they can be (task_list.py): `tasks[i]` rebuilds one
+    jobs: Sequence[tuple[Task, int]]
     skipped: int
     output: Path
     run_spec: RunSpec
@@ -323,8 +325,10 @@ def _resume(cfg: RunConfig, adapter: BenchmarkAdapter, tasks: list[Task], spec: 
     cut = results.repair() if results.cut and not cfg.dry_run else results.cut  # rows a crash cut short
     if not cfg.dry_run:
         _seal_tail(existing)
-    all_jobs = [(t, trial) for trial in range(cfg.trials) for t in tasks]
-    selected = {(t.id, trial) for t, trial in all_jobs}
+    tasks = TaskList.of(tasks)  # held until the run ends: compact (core/task_list.py)
+    ids = tasks.ids if isinstance(tasks, TaskList) else [t.id for t in tasks]
+    all_jobs = [(index, trial) for trial in range(cfg.trials) for index in range(len(ids))]
+    selected = {(ids[index], trial) for index, trial in all_jobs}
     again = {"error"} if cfg.retry_errors else set()
     outside = [r for r in existing if r.get("stop_reason") in OUTSIDE_AGENT and _key(r) in selected]
     drop = {_key(r) for r in existing if r.get("stop_reason") in again} | {_key(r) for r in outside}
@@ -336,8 +340,9 @@ def _resume(cfg: RunConfig, adapter: BenchmarkAdapter, tasks: list[Task], spec: 
                         f"({', '.join(sorted({r['stop_reason'] for r in outside}))}); "
                         f"{'this run would run' if cfg.dry_run else 'running'} them again")
     done = {_key(r) for r in existing if r.get("stop_reason") not in NOT_DONE_REASONS and _key(r) not in drop}
-    jobs = [(t, trial) for t, trial in all_jobs if (t.id, trial) not in done]
-    warnings.extend(cut_warnings(output, cut, {(t.id, trial) for t, trial in jobs}, cfg.dry_run))
+    left = [(index, trial) for index, trial in all_jobs if (ids[index], trial) not in done]
+    jobs = JobList(tasks, left)
+    warnings.extend(cut_warnings(output, cut, {(ids[index], trial) for index, trial in left}, cfg.dry_run))
     if cfg.executor == "ray" and jobs and not cfg.dry_run:
         log = ray_log(output)  # Ray's own output, from the connect on: not the terminal
         kept = log.exists()

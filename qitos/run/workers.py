@@ -39,6 +39,7 @@ from qitos.run.job_context import JobContext
 from qitos.run.lifetime import Stopped, die_with_parent, on_stop_signals, raise_stopped, watch_parent
 from qitos.run.sides.host import AgentHostError
 from qitos.results.rows import BenchmarkRunResult
+from qitos.core.task_list import JobList
 
 _STARTED, _ROW, _FINISHED = "started", "row", "finished"  # what a worker tells the parent
 
@@ -50,7 +51,7 @@ def run_workers(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: 
 
     Each worker calls `save(row, wait=False)` (the append; `ResultsFile.append`) itself and has the row made
     durable by its committer; `on_result` then sees the saved row here."""
-    job_list = list(jobs)
+    job_list = jobs if isinstance(jobs, JobList) else JobList.of(list(jobs))
     workers = max(1, min(workers, len(job_list)))
     if not job_list:
         return []
@@ -96,14 +97,14 @@ def run_workers(ctx: JobContext, jobs: Iterable[tuple[Task, int]], concurrency: 
     return collector.died
 
 
-def _feed(todo, job_list: list[tuple[Task, int]], workers: int) -> threading.Thread:
+def _feed(todo, job_list: JobList, workers: int) -> threading.Thread:
     """A thread that hands the jobs to the workers as they take them, each task as JSON: a worker parses its own
     copy and never touches this process's task objects (touching them would copy their pages into each worker:
     memory that grew with the number of tasks). Then one `None` per worker: no more jobs."""
     stop = threading.Event()
 
     def run() -> None:
-        items = ((index, task.model_dump_json(), trial) for index, (task, trial) in enumerate(job_list))
+        items = ((index, job_list.task_json(index), job_list.trial(index)) for index in range(len(job_list)))
         for item in itertools.chain(items, [None] * workers):
             while not stop.is_set():
                 try:
@@ -123,7 +124,7 @@ class _Collector:
     """The parent's side: hand each saved row to `on_result` until every worker has said it is finished or has
     died; a dead worker's jobs in flight end `worker_died` (its queued jobs go to the others)."""
 
-    def __init__(self, ctx: JobContext, job_list: list[tuple[Task, int]], procs: list, on_result: OnResult,
+    def __init__(self, ctx: JobContext, job_list: JobList, procs: list, on_result: OnResult,
                  save: Callable[..., int]) -> None:
         self.ctx, self.job_list, self.procs, self.on_result, self.save = ctx, job_list, procs, on_result, save
         self.running: dict[int, set[int]] = {n: set() for n in range(len(procs))}  # worker -> job indices

@@ -13,7 +13,7 @@ from qitos.benchmark.data import Source, download, fetch, get_source, sources, v
 from qitos.benchmark.errors import BenchmarkUsageError
 from tests.conftest import require_data
 from tests.platform.conftest import qit
-from tests.support.openai_server import free_port
+from tests.support.openai_server import free_port, refused_port
 
 
 class RangeHandler(http.server.BaseHTTPRequestHandler):
@@ -96,7 +96,7 @@ def test_fetch_refuses_a_changed_upstream(tmp_path, archive_server):
 
 def test_offline_download_is_a_clear_error(tmp_path):
     with pytest.raises(BenchmarkUsageError, match="Without internet"):
-        download(f"http://127.0.0.1:{free_port()}/x.tar.gz", tmp_path / "x.tar.gz")
+        download(f"http://127.0.0.1:{refused_port()}/x.tar.gz", tmp_path / "x.tar.gz")
 
 
 def test_cli_list_verify_and_gated_gaia(tmp_path):

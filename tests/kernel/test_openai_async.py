@@ -10,7 +10,7 @@ import pytest
 
 from qitos.models.base import ModelError
 from qitos.models.openai_compat import OpenAICompatModel
-from tests.support.openai_server import TEST_KEY, Fail, Hang, Raw, Reply, free_port
+from tests.support.openai_server import TEST_KEY, Fail, Hang, Raw, Reply, refused_port
 
 TRANSPORT_HEADERS = {"connection", "content-length", "host"}  # each HTTP library's own framing
 
@@ -91,7 +91,7 @@ def test_a_timeout_and_a_refused_connection_read_the_same(server, key):
     call = ([{"role": "user", "content": "x"}],)
     timed_out = [outcome(lambda: m.complete(*call)), outcome(lambda: acomplete(m, *call))]
     assert timed_out[1] == timed_out[0] and "timed out" in timed_out[0][2]
-    closed = model(f"http://127.0.0.1:{free_port()}/v1", key, max_retries=0)
+    closed = model(f"http://127.0.0.1:{refused_port()}/v1", key, max_retries=0)
     refused = [outcome(lambda: closed.complete(*call)), outcome(lambda: acomplete(closed, *call))]
     assert refused[1] == refused[0] and "Connection error" in refused[0][2]
 

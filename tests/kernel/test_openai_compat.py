@@ -8,7 +8,7 @@ from qitos.core import AgentModule, Engine, NativeToolsParser, StopReason, Task,
 from qitos.models.base import ModelConfigError, ModelError
 from qitos.models.openai_compat import OpenAICompatModel
 from qitos.trace import load_run
-from tests.support.openai_server import TEST_KEY, Fail, Raw, Reply
+from tests.support.openai_server import TEST_KEY, Fail, Raw, Reply, refused_port
 
 
 
@@ -127,9 +127,9 @@ def test_config_errors(monkeypatch):
         OpenAICompatModel("gpt-4o", base_url="https://api.example.com/v1", api_key_env="NO_SUCH_KEY_VAR")
     with pytest.raises(ModelConfigError, match="not an http"):
         OpenAICompatModel("gpt-4o", base_url="ftp://x")
-    from tests.support.openai_server import free_port
+    from tests.support.openai_server import refused_port
 
-    m = OpenAICompatModel("m", base_url=f"http://127.0.0.1:{free_port()}/v1")
+    m = OpenAICompatModel("m", base_url=f"http://127.0.0.1:{refused_port()}/v1")
     with pytest.raises(ModelConfigError, match="cannot reach"):
         m.preflight(timeout=1)
 

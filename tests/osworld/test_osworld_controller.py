@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from qitos.benchmark.osworld import (
     readiness,
     run_setup,
 )
+from tests.support.openai_server import refused_port
 
 
 @pytest.fixture
@@ -50,12 +50,6 @@ def provider(fake):
     p.sleeps = sleeps  # type: ignore[attr-defined]
     yield p
     p.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_client_routes(fake) -> None:
@@ -93,7 +87,7 @@ def test_client_routes(fake) -> None:
 
 
 def test_client_errors_are_clear(fake) -> None:
-    with ControllerClient(f"http://127.0.0.1:{free_port()}", timeout=2) as client:
+    with ControllerClient(f"http://127.0.0.1:{refused_port()}", timeout=2) as client:
         with pytest.raises(ControllerUnreachable, match=r"unreachable.*QITOS_OSWORLD_CONTROLLER"):
             client.screenshot()
     with ControllerClient(fake.url) as client:
@@ -224,7 +218,7 @@ def test_upstream_getters_through_the_controller(upstream, vm) -> None:
 
 
 def test_unreachable_controller_during_evaluation_is_an_error(upstream) -> None:
-    dead = ControllerProvider(ControllerClient(f"http://127.0.0.1:{free_port()}", timeout=2), downloader=FakeDownloader())
+    dead = ControllerProvider(ControllerClient(f"http://127.0.0.1:{refused_port()}", timeout=2), downloader=FakeDownloader())
     evaluator = {"func": "exact_match", "result": {"type": "vm_command_line", "command": "ls"},
                  "expected": {"type": "rule", "rules": {"expected": "a"}}}
     outcome = evaluate(step_task([], evaluator), upstream, dead, "DONE")

@@ -17,7 +17,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -34,6 +33,7 @@ from qitos.benchmark.osworld import OSWorldTask, evaluate
 from qitos.benchmark.osworld.controller import ControllerClient
 from qitos.benchmark.osworld.downloads import HttpDownloader
 from qitos.benchmark.osworld.provider import ControllerProvider
+from tests.support.openai_server import refused_port
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -74,12 +74,6 @@ def docx_bytes(*paragraphs: str) -> bytes:
     buffer = io.BytesIO()
     document.save(buffer)
     return buffer.getvalue()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cases(gold_url: str, dead_url: str) -> list[tuple[str, dict[str, Any], list[Any]]]:
@@ -155,7 +149,7 @@ def upstream_scores(osworld_data: Path, port: int, cache: Path, batch: list[tupl
 
 
 def test_scores_equal_upstream_evaluate(tmp_path: Path, osworld_data: Path, upstream, gold_server: str) -> None:
-    dead = f"http://127.0.0.1:{free_port()}/gone.txt"  # nothing listens: fetching it fails
+    dead = f"http://127.0.0.1:{refused_port()}/gone.txt"  # nothing listens: fetching it fails
     batch = cases(f"{gold_server}/gold.txt", dead)
     with VMController(tmp_path / "vm") as vm:
         place_files(vm)

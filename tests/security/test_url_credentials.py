@@ -17,7 +17,7 @@ from qitos.trace import redact
 from qitos.trace.redact import REDACTED, Redactor
 from tests.platform.conftest import qit, write_tasks
 from tests.security.support import files_containing
-from tests.support.openai_server import Fail, OpenAIServer, Reply, free_port
+from tests.support.openai_server import Fail, OpenAIServer, Reply, refused_port
 
 PASSWORD = "s3cr3tpw"
 
@@ -84,7 +84,7 @@ def test_no_file_written_holds_the_base_url_password(tmp_path: Path) -> None:
     assert any(f"user:{REDACTED}@" in (r.get("error") or "") for r in rows)  # the row still says where
 
     closed = qit("bench", "run", "--benchmark", "jsonl", "--root", tasks, "--model-name", "m",
-                 "--base-url", f"http://user:{PASSWORD}@127.0.0.1:{free_port()}/v1", "--output", "closed.jsonl",
+                 "--base-url", f"http://user:{PASSWORD}@127.0.0.1:{refused_port()}/v1", "--output", "closed.jsonl",
                  cwd=tmp_path)
     assert closed.returncode == 2 and "cannot reach http://user:[REDACTED]@127.0.0.1" in closed.stderr
     assert PASSWORD not in closed.stdout + closed.stderr and not (tmp_path / "closed.jsonl").exists()

@@ -84,6 +84,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+_HELD: list[socket.socket] = []  # `refused_port`'s sockets, open until the test process ends
+
+
+def refused_port() -> int:
+    """A loopback port that refuses connections: bound, never listening, and held, so no other test's server can take
+    it meanwhile (a port `free_port` found free can be taken by a test running beside this one)."""
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    _HELD.append(held)
+    return held.getsockname()[1]
+
+
 def completion_body(reply: Reply, model: str) -> dict[str, Any]:
     import json
 

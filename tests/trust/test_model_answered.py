@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 from tests.platform.conftest import qit, rows, write_tasks
-from tests.support.openai_server import OpenAIServer, Reply, free_port
+from tests.support.openai_server import OpenAIServer, Reply, refused_port
 
 
 class HangUpServer:
@@ -81,6 +81,6 @@ def test_a_model_that_answered_passes_model_answered(tmp_path):
 
 
 def test_a_closed_port_is_refused_before_anything_is_written(tmp_path):
-    done = run_qa(tmp_path, f"http://127.0.0.1:{free_port()}/v1")
+    done = run_qa(tmp_path, f"http://127.0.0.1:{refused_port()}/v1")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "cannot reach" in done.stderr
     assert not (tmp_path / "r.jsonl").exists() and not (tmp_path / "runs").exists()

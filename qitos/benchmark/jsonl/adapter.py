@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from qitos.core.task import Budget, Resource, Task
+from qitos.core.task_list import TaskList
 
 from qitos.benchmark.base import (BenchmarkAdapter, Evaluation, LoadOptions, Recipe, RecipeRef, Requirement, TaskRuntime,
                                   filter_tasks)
@@ -128,7 +129,7 @@ class JsonlBenchmark(BenchmarkAdapter):
         scorer = self.resolve_options(load.options)["scorer"]
         get_scorer(scorer)
         self.scorer = scorer  # the run's configuration picks the scorer, never a task the agent holds
-        tasks, numbers = [], []
+        tasks, numbers = TaskList(), []  # compact from the first task (core/task_list.py)
         rows = read_task_rows(path, numbers)
         self.load_warnings = task_warnings(path, rows, numbers)  # said once before the run (runner.plan_batch)
         for row in rows:
