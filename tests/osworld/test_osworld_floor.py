@@ -9,11 +9,12 @@ from pathlib import Path
 
 from osworld_fake_controller import FakeController
 from test_osworld_bench_cli import GSETTINGS, INFEASIBLE, qit, rows, write_script
-from test_osworld_evaluate_differential import free_port, upstream_scores
+from test_osworld_evaluate_differential import upstream_scores
 
 from qitos.benchmark.base import LoadOptions
 from qitos.benchmark.osworld.adapter import OsworldAdapter
 from qitos.benchmark.osworld.evaluator import raw_evaluator
+from tests.support.openai_server import refused_port
 
 
 def test_the_floor_is_what_upstream_scores_a_fail_at_once(osworld_data: Path, tmp_path: Path) -> None:
@@ -24,7 +25,7 @@ def test_the_floor_is_what_upstream_scores_a_fail_at_once(osworld_data: Path, tm
     assert len(tasks) == 369 and len(floor) == 30
     # upstream's evaluate, action history ["FAIL"]: it answers before any getter (no VM is reached: nothing listens)
     batch = [(t.id, raw_evaluator(adapter.gold(t)), ["FAIL"]) for t in tasks]
-    scores = upstream_scores(osworld_data, free_port(), tmp_path / "cache", batch)
+    scores = upstream_scores(osworld_data, refused_port(), tmp_path / "cache", batch)
     assert {cid for cid, result in scores.items() if result.get("score") == 1.0} == floor
     assert all(result == {"score": 0.0} for cid, result in scores.items() if cid not in floor)
     small = LoadOptions(data_dir=osworld_data.parent, split="test_small")
