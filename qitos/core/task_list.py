@@ -70,6 +70,11 @@ class TaskList(Sequence[Task]):
         return (Task.model_validate_json(data) for data in self._json)
 
 
+def task_ids(tasks: Sequence[Task]) -> list[str]:
+    """The tasks' ids, without rebuilding compact ones."""
+    return tasks.ids if isinstance(tasks, TaskList) else [task.id for task in tasks]
+
+
 class JobList(Sequence[tuple[Task, int]]):
     """Jobs as (task index, trial) pairs over a task sequence; `jobs[k]` is `(task, trial)`."""
 
@@ -89,8 +94,7 @@ class JobList(Sequence[tuple[Task, int]]):
     def key(self, k: int) -> tuple[str, int]:
         """(task id, trial) without rebuilding the task."""
         index = self._index[k]
-        ids = getattr(self.tasks, "ids", None)
-        return (ids[index] if ids is not None else self.tasks[index].id), self._trial[k]
+        return (self.tasks.ids[index] if isinstance(self.tasks, TaskList) else self.tasks[index].id), self._trial[k]
 
     def task_json(self, k: int) -> str:
         tasks = self.tasks

@@ -38,7 +38,7 @@ from qitos.results.trace_check import trace_run_spec
 from qitos.run.lock import RunLock
 from qitos.results.tail import warnings_for as cut_warnings
 from qitos.results.tally import RunTally
-from qitos.core.task_list import JobList, TaskList
+from qitos.core.task_list import JobList, TaskList, task_ids
 from qitos.run.workers import run_workers
 
 
@@ -326,7 +326,7 @@ def _resume(cfg: RunConfig, adapter: BenchmarkAdapter, tasks: list[Task], spec: 
     if not cfg.dry_run:
         _seal_tail(existing)
     tasks = TaskList.of(tasks)  # held until the run ends: compact (core/task_list.py)
-    ids = tasks.ids if isinstance(tasks, TaskList) else [t.id for t in tasks]
+    ids = task_ids(tasks)
     all_jobs = [(index, trial) for trial in range(cfg.trials) for index in range(len(ids))]
     selected = {(ids[index], trial) for index, trial in all_jobs}
     again = {"error"} if cfg.retry_errors else set()

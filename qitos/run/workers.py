@@ -178,10 +178,10 @@ class _Collector:
         if cancelled:
             return  # a stopped batch: its jobs in flight simply stay undone (a rerun runs them)
         saved = _saved_rows(self.ctx)
-        if any((self.job_list[index][0].id, self.job_list[index][1]) in saved for index in lost):
-            # rows it wrote but had not yet committed (its committer waits for the disk): made durable and their
-            # traces sealed here, as the worker would have
-            FLUSHER.sync(FLUSHER.mark_dirty(_results_path(self.ctx)))
+        written = [saved[key] for key in map(self.job_list.key, lost) if key in saved]
+        if written:  # rows it wrote but had not committed yet: made durable with their traces, and sealed below,
+            results = _results_path(self.ctx)  # as its committer would have
+            FLUSHER.sync_paths({path for row in written for path in row_paths(results, row.trace_run_dir)})
         for index in lost:
             task, trial = self.job_list[index]
             row = saved.get((task.id, trial))

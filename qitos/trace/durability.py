@@ -53,11 +53,7 @@ class Flusher:
         a directory (a trace's run folder) with the files directly inside it."""
         path = os.path.abspath(path)
         if os.path.isdir(path):
-            try:
-                names = [os.path.join(path, n) for n in os.listdir(path)]
-            except OSError:
-                names = []
-            return self.mark_files([path, *(n for n in names if os.path.isfile(n))])
+            return self.mark_files([path, *_files_in(path)])
         return self.mark_files((path, os.path.dirname(path)))
 
     def mark_files(self, paths: Iterable[str]) -> int:
@@ -140,11 +136,16 @@ def run_paths(run_dir: str | Path) -> list[str]:
     names it. Not the writer's hidden temporary (`.manifest.json.<pid>.tmp`): it holds an old manifest that the
     seal overwrites, so flushing it made nothing durable (one fsync per run in six)."""
     run_dir = os.path.abspath(run_dir)
+    return [*_files_in(run_dir, hidden=False), run_dir, os.path.dirname(run_dir)]
+
+
+def _files_in(folder: str, hidden: bool = True) -> list[str]:
+    """The regular files directly in `folder` (by their directory entries' types: no stat per file)."""
     try:
-        names = [os.path.join(run_dir, n) for n in os.listdir(run_dir) if not n.startswith(".")]
+        with os.scandir(folder) as entries:
+            return [e.path for e in entries if (hidden or not e.name.startswith(".")) and e.is_file(follow_symlinks=False)]
     except OSError:
-        names = []
-    return [*(n for n in names if os.path.isfile(n)), run_dir, os.path.dirname(run_dir)]
+        return []
 
 
 FLUSHER = Flusher(interval=BACKGROUND_SECONDS)
