@@ -87,7 +87,7 @@ def test_cli_oracle_solves_every_task_and_traces_hold_screenshots(tmp_path: Path
     rows = bench_run(tmp_path, session_token, "--recipe", "oracle", "--concurrency", "2")
     assert sorted(r["task_id"] for r in rows) == sorted(TASKS)
     for row in rows:
-        assert row["success"] is True and row["score"] == 1.0, row
+        assert row["success"] is True and row["score"] == 1.0, (row["task_id"], row["stop_reason"], row["metadata"])
         assert row["stop_reason"] == "env_terminal" and row["metadata"]["failure_tag"] is None
         assert row["token_usage"]["total_tokens"] == 0, "the oracle must not call a model"
         assert_trace_holds_screenshots(tmp_path, row)

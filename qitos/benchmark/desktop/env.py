@@ -28,6 +28,7 @@ from qitos.benchmark.desktop.display import DesktopError, DesktopUnavailable, Vi
 from qitos.benchmark.desktop.failures import FailureTag, StepRecord, classify, locate_press
 from qitos.benchmark.desktop.tasks import TaskCard
 from qitos.benchmark.desktop.widgets import AppState, WidgetSnapshot, read_snapshot, read_state, sync_path, write_json_atomic
+from qitos.benchmark.desktop.wm_sync import WindowManagerSync
 
 if TYPE_CHECKING:  # gold: scoring side only, never imported where the agent side imports this module
     from qitos.benchmark.desktop.gold import DesktopTask
@@ -78,6 +79,7 @@ class DesktopEnv:
         self._workdir: Path | None = Path(workdir) if workdir is not None else None
         self.desktop: VirtualDesktop | None = None
         self.executor: ActionExecutor | None = None
+        self._window_manager: WindowManagerSync | None = None
         self.records: list[StepRecord] = []
         self._app: subprocess.Popen[bytes] | None = None
         self._pointer: Pointer | None = None
@@ -111,6 +113,7 @@ class DesktopEnv:
             self.desktop = VirtualDesktop(self.width, self.height)
             self.desktop.start()
             self.executor = ActionExecutor(self.desktop.display, self.width, self.height, env=self.desktop.env)
+            self._window_manager = WindowManagerSync(self.desktop.display)
             self._app = self.desktop.spawn([sys.executable, "-m", module, "--state", str(self.state_path),
                                             "--widgets", str(self.widgets_path), "--config", str(config_path)],
                                            "app", cwd=self.workdir)
@@ -141,6 +144,9 @@ class DesktopEnv:
 
     def close(self) -> None:
         """Stop the app, the window manager and Xvfb; idempotent and safe after a failed start."""
+        if self._window_manager is not None:
+            self._window_manager.close()
+            self._window_manager = None
         if self.desktop is not None:
             self.desktop.close()
         if self._own_workdir and self._workdir is not None:
@@ -258,16 +264,23 @@ class DesktopEnv:
     def _settle(self) -> None:
         """Give the app time to react, then wait until two sync round trips in a row see the same picture.
 
-        A sync round trip (the app echoes a request number on its next tick) proves the app has run its event
-        loop since the request, so a loaded machine cannot make us read a state the app has not caught up with.
+        The window manager is waited for first (what it makes of the action, such as alt+F4's close request, is
+        then queued for the app: `wm_sync.py`). A sync round trip (the app echoes a request number on its next
+        tick) proves the app has run its event loop since the request, so a loaded machine cannot make us read a
+        state the app has not caught up with.
         """
         time.sleep(self.settle_seconds)
+        self._wait_for_window_manager()
         last = self._sync()
         for _ in range(6):
             seq = self._sync()
             if seq == last:
                 return
             last = seq
+
+    def _wait_for_window_manager(self) -> None:
+        if self._window_manager is not None and self.desktop is not None and self.desktop.alive():
+            self._window_manager.round_trip()
 
     def _sync(self, timeout: float = 3.0) -> int:
         """Ask the app to republish and wait for its answer; the widget seq it answered with (-1 if none)."""
@@ -303,7 +316,11 @@ class DesktopEnv:
             terminal = self._terminal or self._last_valid_action()
         last = terminal.action_type if terminal is not None else None
         if self.app_running():
-            self._sync()  # score what the app has really done, not a state it has yet to write
+            # Score what the app has really done, not a state it has yet to write: the window manager has passed
+            # on what it will, and the second sync finds handled any X event queued beside the first request.
+            self._wait_for_window_manager()
+            self._sync()
+            self._sync()
         state = self.state()
         app_crashed = self._app_crashed(state)
         gold = self._gold.open()
