@@ -297,9 +297,22 @@ class OpenAICompatModel:
         from tenacity import AsyncRetrying
 
         call, sender = _Call(self, messages, tools, on_event, params), self._async_sender()
+        # The first attempt is sent before the retry loop is built: most calls need no other, and the loop cost
+        # about a twentieth of the forwarder's CPU per call. A first failure is handed to the loop as its first
+        # attempt's outcome, so retries, waits, events and the final error are what the loop alone gives.
+        started = time.perf_counter()
+        try:
+            raw = self._parse(await sender.post(call.request, call.attempt_timeout()))
+        except Exception as exc:  # noqa: BLE001 - decided by the retry loop below
+            first: Exception | None = exc
+        else:
+            return self._to_response(raw, time.perf_counter() - started, 1, call.tags)
         try:
             async for attempt in call.retrying(AsyncRetrying):
                 with attempt:
+                    if first is not None:
+                        failed, first = first, None
+                        raise failed
                     started = time.perf_counter()
                     raw = self._parse(await sender.post(call.request, call.attempt_timeout()))
                     return self._to_response(raw, time.perf_counter() - started, attempt.retry_state.attempt_number,

@@ -26,6 +26,7 @@ from qitos.trace.writer import TraceWriter, new_run_id
 
 from qitos.benchmark.base import TaskRuntime
 from qitos.benchmark.contract import AgentCallRefused, AgentJob, AgentOutcome
+from qitos.run.sides import bookkeeping
 from qitos.run.sides.forwarder import ModelCall, forward, forwarded_on_loop
 from qitos.run.sides.evidence import CLAIM_KEY, OutsideEvidence, lowered_by_agent, observed_factory, process_end, relay_failed
 from qitos.run.sides.host import START_TIMEOUT_SECONDS
@@ -305,13 +306,14 @@ def describe_agent(ctx: "JobContext", task: Task, runtime: TaskRuntime | None) -
 def run_split(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime, trace_logdir: Path,
               verdict: Any) -> RunResult:
     """Run one job across the boundary; `verdict` (the adapter's evaluation) sees the result before the final write."""
-    writer = TraceWriter(trace_logdir, new_run_id(ctx.cfg.benchmark, task.id, trial))
-    writer.sync_at_end = False  # the result row's flush, right after, covers the trace
-    writer.hold_status = True  # and the final status waits for the row (`seal_trace`)
-    receiver = TraceReceiver(writer, lambda d: trusted_run_spec(ctx, task, d), ctx.experiment, task.public_summary(),
-                             reserved=frozenset(getattr(ctx.adapter, "scoring_event_kinds", ())),
-                             limits=ctx.cfg.limits)
-    conversation = _Job(ctx, task, runtime, receiver)
+    with bookkeeping.BOOKKEEPING:  # one slot at a time beside the hub (bookkeeping.py)
+        writer = TraceWriter(trace_logdir, new_run_id(ctx.cfg.benchmark, task.id, trial))
+        writer.sync_at_end = False  # the result row's flush, right after, covers the trace
+        writer.hold_status = True  # and the final status waits for the row (`seal_trace`)
+        receiver = TraceReceiver(writer, lambda d: trusted_run_spec(ctx, task, d), ctx.experiment,
+                                 task.public_summary(), reserved=frozenset(getattr(ctx.adapter, "scoring_event_kinds", ())),
+                                 limits=ctx.cfg.limits)
+        conversation = _Job(ctx, task, runtime, receiver)
 
     def trace_event(kind: str, payload: dict[str, Any]) -> None:  # scoring-side services' events (their threads)
         with conversation.lock:
@@ -321,7 +323,9 @@ def run_split(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime, t
     runtime.make_model = observed_factory(runtime.make_model, conversation.evidence)  # their failures: evidence
     started = time.monotonic()
     try:
-        outcome = conversation.converse(agent_job(ctx, task, trial, runtime, writer.run_id))
+        with bookkeeping.BOOKKEEPING:
+            job = agent_job(ctx, task, trial, runtime, writer.run_id)
+        outcome = conversation.converse(job)
     except AssetQuotaExceeded as exc:
         outcome = AgentOutcome(stop_reason=StopReason.ASSET_QUOTA.value, error=str(exc))
     except StreamError as exc:
@@ -359,12 +363,13 @@ def run_split(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime, t
                        run_spec_ref=receiver.spec.fingerprint(), final_state=outcome.final_state,
                        outside_claim=conversation.claim)
     evaluation = verdict(result) if reason is not StopReason.CANCELLED else None
-    ctx.record_closure(writer.run_dir)  # the snapshot's sources; never the closure the agent side reports
-    facts = RunFacts(model_calls=calls, model_responses=answered, isolation=ctx.isolation(), stop_reason=reason.value,
-                     uncounted=UNCOUNTED_BATCH_CLIENT if ctx.runner_brings_client() and not ctx.model_relayed() else None,
-                     scorer_isolation=getattr(getattr(verdict, "evaluation", None), "scorer_isolation", None))
-    checks = official_checks(receiver.spec, ctx.experiment, writer.integrity(), facts)
-    with conversation.lock:  # a model call still in flight (cancelled, past the deadline) writes nothing after this
-        receiver.finish(status, summary, checks, evaluation)
+    with bookkeeping.BOOKKEEPING:
+        ctx.record_closure(writer.run_dir)  # the snapshot's sources; never the closure the agent side reports
+        facts = RunFacts(model_calls=calls, model_responses=answered, isolation=ctx.isolation(), stop_reason=reason.value,
+                         uncounted=UNCOUNTED_BATCH_CLIENT if ctx.runner_brings_client() and not ctx.model_relayed() else None,
+                         scorer_isolation=getattr(getattr(verdict, "evaluation", None), "scorer_isolation", None))
+        checks = official_checks(receiver.spec, ctx.experiment, writer.integrity(), facts)
+        with conversation.lock:  # a model call still in flight (cancelled, past the deadline) writes nothing after
+            receiver.finish(status, summary, checks, evaluation)
     result.official_run = all(c.passed for c in checks)
     return result
