@@ -6,6 +6,7 @@ Built once per batch (`runner.plan_batch`), then handed to each job (`job.run_jo
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import os
@@ -260,7 +261,7 @@ class JobContext:
         if listing:  # what ran, readable by anyone: the files and where each is kept
             index = run_dir / "agent_code" / "index.json"
             index.parent.mkdir(exist_ok=True)
-            index.write_text(json.dumps(listing, indent=1))
+            write_flushed(index, json.dumps(listing, indent=1).encode("utf-8"))  # the commit flushes only its name
             self._stored = _LinkedSources.of(listing, self.snapshot.root, self.snapshot.directory)
 
     _stored: "_LinkedSources | None" = None  # the first run's stored sources, linked again for the next runs
@@ -340,10 +341,15 @@ def agent_code(recipe: Recipe, runner: str | None, snapshot: dict[str, Any] | No
 class _LinkedSources:
     """The sources one run's trace keeps, when each is a link to the batch's read-only snapshot (the usual case):
     every later run of the batch keeps the same files and the same index, so they are linked again without
-    resolving, reading or hashing anything (about a millisecond a task at 16 in flight)."""
+    resolving, reading or hashing anything (about a millisecond a task at 16 in flight).
+
+    The index is the same for every run too: written once beside the snapshot, flushed, and linked like the
+    files. So nothing in a run's `agent_code/` is new content, and a row's commit flushes only the folder's names
+    (`durability.run_paths`)."""
 
     links: list[tuple[str, str]]  # (the snapshot's file, its name under the run folder)
     index: bytes
+    index_file: str | None = None  # the index, written once and flushed, linked into each run
 
     @classmethod
     def of(cls, listing: list[dict[str, Any]], root: str, folder: str) -> "_LinkedSources | None":
@@ -357,11 +363,12 @@ class _LinkedSources:
                 if not path.is_relative_to(root):
                     return None  # a copy, not a link: stored by each run
                 links.append((str(Path(folder) / path.relative_to(root)), str(stored)))
-        return cls(links, json.dumps(listing, indent=1).encode("utf-8"))
+        index = json.dumps(listing, indent=1).encode("utf-8")
+        return cls(links, index, _shared_index(index, folder))
 
     def link_into(self, run_dir: Path) -> bool:
-        """Link the files and write the index into a fresh `agent_code` folder; False (leaving nothing) when
-        anything fails, for the general `store_sources` to do it."""
+        """Link the files and the index into a fresh `agent_code` folder; False (leaving nothing) when anything
+        fails, for the general `store_sources` to do it."""
         folder = os.fspath(run_dir)  # plain strings: a batch links these for every task
         target = f"{folder}/agent_code"
         made: list[str] = []
@@ -373,10 +380,11 @@ class _LinkedSources:
             for source, name in self.links:
                 os.link(source, f"{folder}/{name}", follow_symlinks=False)
                 made.append(f"{folder}/{name}")
-            fd = os.open(f"{target}/index.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
             made.append(f"{target}/index.json")
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(self.index)
+            if self.index_file is not None:
+                os.link(self.index_file, f"{target}/index.json", follow_symlinks=False)
+            else:
+                write_flushed(f"{target}/index.json", self.index)
         except OSError:
             for path in made:
                 try:
@@ -389,3 +397,35 @@ class _LinkedSources:
                 pass
             return False
         return True
+
+
+def write_flushed(path: str | Path, data: bytes) -> None:
+    """Create `path` (never through a symlink, never over a file) with `data`, on disk when this returns."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fd)
+
+
+def _shared_index(index: bytes, snapshot: str) -> str | None:
+    """`index` stored once, read-only and flushed, beside the snapshot folder (the same file system as its links):
+    its path, or None when it cannot be written there."""
+    from qitos.trace.durability import fsync_path
+
+    path = f"{snapshot}.index-{hashlib.sha256(index).hexdigest()[:16]}.json"
+    if os.path.isfile(path):
+        return path
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        write_flushed(tmp, index)
+        os.chmod(tmp, 0o444)
+        os.replace(tmp, path)
+        fsync_path(os.path.dirname(path))
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return None
+    return path

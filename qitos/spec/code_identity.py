@@ -388,6 +388,8 @@ def store_sources(run_dir: Path, identity: dict[str, Any], copy: tuple[str, str]
             fd = os.open(target / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
+                fh.flush()
+                os.fsync(fd)  # on disk now: a row's commit flushes this folder's index and names, not its copies
         except OSError as exc:
             item["note"] = f"could not be stored: {exc.strerror or exc}"
             listing.append(item)

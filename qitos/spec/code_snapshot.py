@@ -27,6 +27,8 @@ from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from typing import Any, Iterable
 
+from qitos.trace.durability import fsync_path
+
 from .code_identity import file_states
 
 MAX_BYTES = 64 * 1024 * 1024  # a runner's import root larger than this is refused (QITOS_RUNNER_SNAPSHOT_MB)
@@ -191,14 +193,20 @@ def take(root: str | Path, exclude: Iterable[str | Path] = (), cache: Path | Non
             lines.append([rel, sha, executable])
         digest = hashlib.sha256(json.dumps(lines, separators=(",", ":")).encode()).hexdigest()
         final = cache / digest
-        for directory, _, _ in os.walk(staging, topdown=False):
+        for directory, _, names in os.walk(staging, topdown=False):
+            # on disk before it is used: every trace of the batch keeps these files as links (`record_closure`),
+            # and a row's commit flushes those links' names, not the content they share
+            for name in names:
+                fsync_path(os.path.join(directory, name))
             os.chmod(directory, 0o555)
+            fsync_path(directory)
         if not final.exists():
             try:
                 staging.rename(final)
             except OSError:  # another process put the same copy there first
                 if not final.is_dir():
                     raise
+            fsync_path(str(cache))
     finally:
         if staging.exists():
             _remove(staging)

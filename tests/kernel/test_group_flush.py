@@ -152,6 +152,32 @@ def test_a_commit_skips_the_writers_spare_manifest(tmp_path, monkeypatch):
     assert str(writer.run_dir / "manifest.json") in paths and str(writer.run_dir) in paths
 
 
+def test_a_commit_flushes_the_sources_and_screenshots_a_trace_keeps(tmp_path, monkeypatch):
+    """A row says its trace is complete only once all of it is on disk: the screenshots in `assets/` too, and the
+    folders naming them and the sources in `agent_code/` (a crash after the commit could lose them)."""
+    from qitos.results import commit
+
+    synced = _recording(monkeypatch)
+    flusher = durability.Flusher(interval=3600)
+    monkeypatch.setattr(commit, "FLUSHER", flusher)
+    writer = TraceWriter(tmp_path / "runs", "kept-1")
+    writer.write_manifest()
+    run = writer.run_dir
+    for folder, name in (("agent_code", "000_agent.py"), ("agent_code", "index.json"), ("assets", "ab.png")):
+        (run / folder).mkdir(exist_ok=True)
+        (run / folder / name).write_bytes(b"x")
+    (run / "assets" / ".partial").write_bytes(b"hidden: not ours to flush")
+    committer = commit.RowCommitter(lambda: None)
+    committer.submit(commit.row_paths(tmp_path / "rows.jsonl", str(run)))
+    committer.drain()
+    kept = {str(run / "agent_code"), str(run / "assets" / "ab.png"), str(run / "assets")}
+    assert kept <= set(synced) and not any(p.endswith(".partial") for p in synced)
+    # the sources and their index are links to files flushed once for the batch, or copies flushed when made
+    assert not {str(run / "agent_code" / "000_agent.py"), str(run / "agent_code" / "index.json")} & set(synced)
+    assert synced.index(str(run / "assets")) > synced.index(str(run / "assets" / "ab.png"))  # a file, its folder,
+    assert synced.index(str(run)) > max(synced.index(str(run / "assets")), synced.index(str(run / "agent_code")))
+
+
 def test_the_results_folder_is_flushed_once_when_the_file_is_new(tmp_path, monkeypatch):
     """The folder naming the results file needs a flush only when the name is new: the first append flushes it, later
     ones flush only the file (each commit used to flush the folder too)."""

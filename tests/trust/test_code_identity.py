@@ -342,6 +342,9 @@ def test_later_runs_link_the_first_runs_sources_and_index(tmp_path: Path) -> Non
     second.mkdir()
     assert stored.link_into(second)
     assert json.loads((second / "agent_code" / "index.json").read_text()) == listing
+    index = (second / "agent_code" / "index.json").stat()  # the batch's one flushed, read-only index, linked
+    shared = Path(str(stored.index_file))
+    assert shared.parent == snapshot.parent and index.st_ino == shared.stat().st_ino and not index.st_mode & 0o222
     for item in listing:
         copy = second / item["stored_as"]
         assert copy.stat().st_ino == (first / item["stored_as"]).stat().st_ino  # the snapshot's file, linked

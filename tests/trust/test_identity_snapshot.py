@@ -72,6 +72,24 @@ def test_the_snapshot_holds_what_python_can_import_read_only_and_content_address
     assert not [p for p in cache.iterdir() if p.name.startswith("staging-")]
 
 
+def test_the_snapshot_is_on_disk_before_it_is_used(tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every trace of a batch keeps the snapshot's files as links, and a row's commit flushes only their names:
+    so each file, each folder and the folder naming the snapshot are flushed when it is taken."""
+    from qitos.trace import durability
+
+    synced: list[str] = []
+    real = os.fsync
+    monkeypatch.setattr(durability.os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")),
+                                                            real(fd))[1])
+    root = tmp_path / "agent"
+    (root / "pkg").mkdir(parents=True)
+    (root / "agent.py").write_text(RUNNER)
+    (root / "pkg" / "__init__.py").write_text("")
+    code_snapshot.take(root)
+    flushed = {Path(p).name if "staging-" in p else p for p in synced}  # staged, then renamed into place
+    assert {"agent.py", "__init__.py", "pkg"} <= flushed and str(cache.resolve()) in flushed
+
+
 def test_an_import_root_above_the_limit_is_refused_in_one_line(tmp_path: Path, cache: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "home"
