@@ -75,7 +75,7 @@ def test_channel_reads_whole_messages_however_the_bytes_arrive():
 
 def test_a_call_carries_the_trace_before_it():
     """The trace a call follows (its `model_request`) rides with the call in one message; the manifest's first
-    fields wait for `run_start`; a step is sent at once."""
+    fields wait for `run_start`; a step is sent at once; the run's `finalize` rides with the outcome."""
     from qitos.run.sides.link import _Outbox
 
     ours, theirs = socket.socketpair()
@@ -102,6 +102,11 @@ def test_a_call_carries_the_trace_before_it():
         assert answered == {"value": 42}
         outbox.put({"op": "step", "record": {}})
         assert replies.recv(timeout=1)["ops"] == [{"op": "step", "record": {}}]
+        outbox.put({"op": "finalize", "status": "completed", "summary": {}})
+        assert replies.recv(timeout=0.1) is None, "the finalize waits for the outcome"
+        outbox.send_with({"t": "done", "outcome": {}})
+        done = replies.recv(timeout=1)
+        assert done["t"] == "done" and [o["op"] for o in done["ops"]] == ["finalize"]
         link.stop()
     finally:
         ours.close()

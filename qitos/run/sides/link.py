@@ -15,11 +15,14 @@ class _Outbox:
     call across) sends everything buffered first, so the trace is never more than a moment behind.
 
     Fewer messages, same moments: the manifest's first fields (`update`, `write_manifest`) wait for the `run_start`
-    event that follows them at once, and with a model the scoring side serves (`calls_follow_requests`) a
-    `model_request` rides with the call that the request is for (`_Link.call` takes what is buffered)."""
+    event that follows them at once; with a model the scoring side serves (`calls_follow_requests`) a
+    `model_request` rides with the call that the request is for (`_Link.call` takes what is buffered); the run's
+    `finalize` rides with the outcome (`done`), sent right after it. The run's start is sent at once, not with the
+    first call: the scoring side applies it while the agent prepares that call (riding with the call, it delayed
+    the call's forwarding: 2-4 % slower at zero and at 200 ms model latency)."""
 
     FLUSH_EVENTS = frozenset({"run_start", "model_request", "tool_call"})
-    LAZY_OPS = frozenset({"event", "update", "write_manifest"})
+    LAZY_OPS = frozenset({"event", "update", "write_manifest", "finalize"})
 
     def __init__(self, channel: Any, calls_follow_requests: bool = False) -> None:
         self.channel = channel

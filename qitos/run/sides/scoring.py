@@ -142,8 +142,8 @@ class _Job:
         if self.watch.check(now):
             return self._limit_outcome(self.watch)
         kind = message.get("t")
-        if kind in ("ops", "call") and message.get("ops") and self.receiver is not None:
-            with self.lock, self.receiver.w.held():  # a call carries the trace up to it (link._Outbox):
+        if kind in ("ops", "call", "done") and message.get("ops") and self.receiver is not None:
+            with self.lock, self.receiver.w.held():  # a call or the outcome carries the trace up to it (link._Outbox):
                 for op in message.get("ops") or []:  # written (one write per file) before it is answered
                     self.receiver.apply(op if isinstance(op, dict) else {})
         if kind == "ops" and self.receiver is not None:

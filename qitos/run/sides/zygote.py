@@ -130,17 +130,21 @@ def _child(sock: socket.socket, private_mounts: bool) -> int:
 def _run_job(channel: Any, job: Any, workdir: Path) -> int:
     from qitos.run.sides.agent import run_agent_job
 
-    link = None
+    link = outbox = None
     try:
         outbox = _Outbox(channel, calls_follow_requests=job.proxied_model is not None)
         link = _Link(channel, outbox)
         link.start()
         outcome = run_agent_job(job, link, outbox.put, workdir, link.cancel)
-        outbox.flush()
-        channel.send({"t": "done", "outcome": outcome.model_dump(mode="json")})
+        outbox.send_with({"t": "done", "outcome": outcome.model_dump(mode="json")})  # with the trace's last records
         link.wait_closed(DONE_WAIT_SECONDS)
         return 0
     except BaseException as exc:  # noqa: BLE001 - the scoring side records why the agent side failed
+        if outbox is not None:
+            try:
+                outbox.flush()  # what the run recorded before it failed (its `finalize`, say) reaches the trace
+            except Exception:  # noqa: BLE001 - the connection is gone: nothing more to send
+                pass
         return _failed(channel.sock, exc)
     finally:
         if link is not None:
