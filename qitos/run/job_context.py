@@ -20,6 +20,7 @@ from qitos.core.task import Task
 from qitos.spec.run_spec import ExperimentSpec
 
 from qitos.run.model_server import recorded
+from qitos.trace.durability import fsync_path, write_flushed
 
 from qitos.benchmark.base import BenchmarkAdapter, Recipe, RecipeContext, TaskRuntime
 from qitos.run.config import RunConfig
@@ -399,20 +400,9 @@ class _LinkedSources:
         return True
 
 
-def write_flushed(path: str | Path, data: bytes) -> None:
-    """Create `path` (never through a symlink, never over a file) with `data`, on disk when this returns."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fd)
-
-
 def _shared_index(index: bytes, snapshot: str) -> str | None:
     """`index` stored once, read-only and flushed, beside the snapshot folder (the same file system as its links):
     its path, or None when it cannot be written there."""
-    from qitos.trace.durability import fsync_path
-
     path = f"{snapshot}.index-{hashlib.sha256(index).hexdigest()[:16]}.json"
     if os.path.isfile(path):
         return path

@@ -40,6 +40,8 @@ from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import Any
 
+from qitos.trace.durability import write_flushed
+
 from . import safe_git
 
 MAX_STORED_BYTES = 2 * 1024 * 1024  # sources larger than this are hashed but not copied into the trace
@@ -384,12 +386,8 @@ def store_sources(run_dir: Path, identity: dict[str, Any], copy: tuple[str, str]
             listing.append(item)
             continue
         name = _safe_name(index, path)
-        try:  # O_NOFOLLOW: a symlink planted at the destination is not written through
-            fd = os.open(target / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fd)  # on disk now: a row's commit flushes this folder's index and names, not its copies
+        try:  # never through a symlink planted there; on disk now: a commit flushes this folder's names only
+            write_flushed(target / name, data, replace=True)
         except OSError as exc:
             item["note"] = f"could not be stored: {exc.strerror or exc}"
             listing.append(item)

@@ -35,6 +35,17 @@ def fsync_path(path: str) -> None:
         os.close(fd)
 
 
+def write_flushed(path: str | Path, data: bytes, *, replace: bool = False) -> None:
+    """Create `path` with `data`, on disk when this returns; never through a symlink, and never over an existing
+    file unless `replace`. For content written once and then only linked or named (a trace's kept sources)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_TRUNC if replace else os.O_EXCL)
+    fd = os.open(path, flags, 0o644)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fd)
+
+
 BACKGROUND_SECONDS = 0.5  # what is still being written (runs in progress) is flushed once it has waited this long
 
 
@@ -69,8 +80,8 @@ class Flusher:
 
     def sync_paths(self, paths: Iterable[str]) -> None:
         """Make exactly these paths durable now (files before directories, a folder before the one naming it: a name
-        made durable points at durable content) and take them off the dirty set; whatever else is dirty (runs still in progress) waits for the
-        background flush. A result row's commit needs its own trace and the results file, not every file written
+        made durable points at durable content) and take them off the dirty set; whatever else is dirty (runs still
+        in progress) waits for the background flush. A result row's commit needs its own trace and the results file, not every file written
         meanwhile: flushing all of them made each commit fsync the files of every run in flight."""
         wanted = {os.path.abspath(p) for p in paths}
         with self._lock:
@@ -131,17 +142,17 @@ class Flusher:
         self.__init__(self.interval)  # type: ignore[misc]
 
 
-# The sources a trace keeps (`agent_code/`) and their index are links to files flushed once for the batch (the
-# snapshot of the runner's code, `code_snapshot`; the index, `job_context._LinkedSources`), or files flushed as
-# they are written (`store_sources`, `job_context.write_flushed`): a commit flushes that folder's names only.
-# Flushing every link again cost 17 fsyncs per task.
-OWN_FILES_OF_LINKED_FOLDERS: dict[str, tuple[str, ...]] = {"agent_code": ()}
+# The sources a trace keeps (`agent_code/`, `code_identity.STORE_DIR`) and their index are links to files flushed
+# once for the batch (the snapshot of the runner's code, `code_snapshot`; the index, `job_context._LinkedSources`),
+# or files flushed as they are written (`write_flushed`): a commit flushes that folder's names only. Flushing every
+# link again cost 17 fsyncs per task.
+LINKED_FOLDERS = frozenset({"agent_code"})
 
 
 def run_paths(run_dir: str | Path) -> list[str]:
     """What makes a finished run's trace durable: the files in its folder and in the folders in it (`assets/` or
-    `screens/`, its screenshots; not the sources in `agent_code/`, see above), each of those folders, the run's folder and
-    the folder that names it. Not hidden names such as the writer's temporary (`.manifest.json.<pid>.tmp`): it holds
+    `screens/`, its screenshots; not the sources in `agent_code/`, see above), each of those folders, the run's
+    folder and the folder that names it. Not hidden names such as the writer's temporary (`.manifest.json.<pid>.tmp`): it holds
     an old manifest that the seal overwrites, so flushing it made nothing durable (one fsync per run in six)."""
     run_dir = os.path.abspath(run_dir)
     paths: list[str] = []
@@ -153,10 +164,9 @@ def run_paths(run_dir: str | Path) -> list[str]:
                 if entry.is_file(follow_symlinks=False):
                     paths.append(entry.path)
                 elif entry.is_dir(follow_symlinks=False):
-                    own = OWN_FILES_OF_LINKED_FOLDERS.get(entry.name)
-                    files = _files_in(entry.path, hidden=False) if own is None else [
-                        os.path.join(entry.path, name) for name in own]
-                    paths += [*files, entry.path]
+                    if entry.name not in LINKED_FOLDERS:
+                        paths += _files_in(entry.path, hidden=False)
+                    paths.append(entry.path)
     except OSError:
         pass
     return [*paths, run_dir, os.path.dirname(run_dir)]
