@@ -83,11 +83,18 @@ def assert_trace_holds_screenshots(tmp_path: Path, row: dict[str, Any]) -> None:
     assert sorted(p.name for p in (run_dir / folder).iterdir()) == sorted({Path(p).name for p in paths})
 
 
+def _diagnosis(tmp_path: Path, row: dict[str, Any]) -> str:
+    """A failed row whole (a tuple or dict in an assertion is cut short by pytest), with its trace's steps: which
+    action went where, and what the app showed after it."""
+    steps = tmp_path / str(row.get("trace_run_dir")) / "steps.jsonl"
+    return json.dumps({"row": row, "steps": steps.read_text().splitlines() if steps.is_file() else None})
+
+
 def test_cli_oracle_solves_every_task_and_traces_hold_screenshots(tmp_path: Path, session_token: str) -> None:
     rows = bench_run(tmp_path, session_token, "--recipe", "oracle", "--concurrency", "2")
     assert sorted(r["task_id"] for r in rows) == sorted(TASKS)
     for row in rows:
-        assert row["success"] is True and row["score"] == 1.0, (row["task_id"], row["stop_reason"], row["metadata"])
+        assert row["success"] is True and row["score"] == 1.0, _diagnosis(tmp_path, row)
         assert row["stop_reason"] == "env_terminal" and row["metadata"]["failure_tag"] is None
         assert row["token_usage"]["total_tokens"] == 0, "the oracle must not call a model"
         assert_trace_holds_screenshots(tmp_path, row)
