@@ -52,9 +52,10 @@ class RunSpec(BaseModel):
     dataset_digest: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
-    # the fingerprint once computed: a trace asks for it several times per task. Setting a field (or copying
-    # with `update`) forgets it; nothing in QitOS changes a RunSpec's nested dicts in place.
+    # the fingerprint and the manifest's record once computed: a trace asks for them on every task. Setting a
+    # field (or copying with `update`) forgets both; nothing in QitOS changes a RunSpec's nested dicts in place.
     _fingerprint: str | None = PrivateAttr(default=None)
+    _record: dict[str, Any] | None = PrivateAttr(default=None)
 
     def fingerprint(self) -> str:
         """16 hex of sha256 over the canonical JSON of every field."""
@@ -64,15 +65,25 @@ class RunSpec(BaseModel):
             private["_fingerprint"] = hashlib.sha256(canonical.encode()).hexdigest()[:16]
         return private["_fingerprint"]
 
+    def record(self) -> dict[str, Any]:
+        """Every field as JSON data with the fingerprint: what a manifest's `run_spec` holds. Dumped once and
+        carried by copies (a batch's tasks share their spec); each call returns a new outer dict."""
+        private = self.__pydantic_private__
+        if private.get("_record") is None:
+            private["_record"] = {**self.model_dump(mode="json"), "fingerprint": self.fingerprint()}
+        return dict(private["_record"])
+
     def __setattr__(self, name: str, value: Any) -> None:
-        if name != "_fingerprint":
+        if name not in ("_fingerprint", "_record"):
             self.__pydantic_private__["_fingerprint"] = None
+            self.__pydantic_private__["_record"] = None
         super().__setattr__(name, value)
 
     def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> "RunSpec":
         copied = super().model_copy(update=update, deep=deep)
         if update:
             copied.__pydantic_private__["_fingerprint"] = None
+            copied.__pydantic_private__["_record"] = None
         return copied
 
 

@@ -179,11 +179,17 @@ class TraceWriter:
 
     _held: dict[str, list[bytes]] | None = None  # file name -> lines waiting for the end of `held()`
 
+    _manifest_due = False  # a rewrite asked for inside `held()`, done when it ends
+
     @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
+    def held(self, manifest_follows: bool = False) -> Iterator[None]:
         """Lines appended inside go out together when it ends (one `write` per file): a batch of records that
         arrived together (the scoring side applies the agent side's stream in batches) costs one system call per
-        file instead of one per line. Lines are still whole, in order, and written before any manifest rewrite."""
+        file instead of one per line. Lines are still whole, in order, and written before any manifest rewrite.
+
+        Manifest rewrites asked for inside (a step's, the stream's `write_manifest`) become one, after the lines.
+        `manifest_follows`: the caller writes the final manifest next (the batch ends the run), so that one
+        rewrite is left to `finalize` (the steps file already holds the step)."""
         if self._held is not None:  # already holding: the outer block writes
             yield
             return
@@ -193,6 +199,8 @@ class TraceWriter:
         finally:
             self._write_held()
             self._held = None
+            if self._manifest_due and not manifest_follows and not self._finalized:
+                self.write_manifest()
 
     def _write_held(self) -> None:
         """Write the lines held so far (the hold goes on)."""
@@ -250,8 +258,12 @@ class TraceWriter:
             validate(self.manifest, key, self.redactor.scrub(value, key))
 
     def write_manifest(self) -> None:
-        """Atomically rewrite manifest.json: write the temporary file, then swap names (see `swap.py`)."""
-        self._write_held()  # the lines the manifest counts are on disk before it says so
+        """Atomically rewrite manifest.json: write the temporary file, then swap names (see `swap.py`). Inside
+        `held()`, once when it ends."""
+        if self._held is not None:
+            self._manifest_due = True
+            return
+        self._manifest_due = False
         self.manifest.updated_at = utc_now()
         # fields are redacted when set (update/finalize); the dump is scrubbed by value once more
         data = self.redactor.scrub_text(self.manifest.model_dump_json()).encode("utf-8")

@@ -71,19 +71,35 @@ def test_the_manifest_files_stay_open_between_rewrites_and_close_at_the_end(tmp_
 
 def test_held_lines_go_out_together_and_before_any_manifest_that_counts_them(tmp_path: Path) -> None:
     writer = TraceWriter(tmp_path, "run_t_0_20260101T000000_abcdef", fsync=False)
-    events = writer.run_dir / "events.jsonl"
+    events, manifest = writer.run_dir / "events.jsonl", writer.run_dir / "manifest.json"
     with writer.held():
         writer.event("run_start", "INIT", {"task_id": "t"})
         writer.event("model_request", "DECIDE", {"n": 1}, step_id=1)
-        assert events.read_text() == ""  # held
-        writer.step({"step_id": 1})  # the step's manifest rewrite writes what it counts first
-        assert len(events.read_text().splitlines()) == 2
-        assert json.loads((writer.run_dir / "manifest.json").read_text())["event_count"] == 2
+        writer.step({"step_id": 1})  # its manifest rewrite waits for the block's end, after the lines
         writer.event("run_end", "END", {"status": "completed"})
-        assert len(events.read_text().splitlines()) == 2
+        writer.write_manifest()
+        assert events.read_text() == "" and not manifest.exists()  # held
     lines = [json.loads(line) for line in events.read_text().splitlines()]
     assert [line["seq"] for line in lines] == [1, 2, 3]
+    written = json.loads(manifest.read_text())  # one rewrite, counting every line written before it
+    assert (written["event_count"], written["step_count"]) == (3, 1)
     assert writer.integrity() == (True, "3 events, 1 steps")
+
+
+def test_a_batch_that_ends_the_run_leaves_its_manifest_rewrite_to_finalize(tmp_path: Path) -> None:
+    writer = TraceWriter(tmp_path, "run_t_0_20260101T000000_abcdef", fsync=False)
+    manifest = writer.run_dir / "manifest.json"
+    writer.write_manifest()
+    with writer.held(manifest_follows=True):
+        writer.event("run_end", "END", {"status": "completed"})
+        writer.step({"step_id": 1})
+    assert json.loads(manifest.read_text())["step_count"] == 0  # the steps file holds it; the manifest is next
+    assert len((writer.run_dir / "steps.jsonl").read_text().splitlines()) == 1
+    writer.finalize("completed", RunSummary(stop_reason="final"))
+    assert json.loads(manifest.read_text())["step_count"] == 1
+    with writer.held():  # after the end nothing is rewritten
+        writer.write_manifest()
+    assert json.loads(manifest.read_text())["status"] == "completed"
 
 
 def test_integrity_counts_the_bytes_it_wrote(tmp_path: Path) -> None:

@@ -144,3 +144,17 @@ def test_the_cli_runs_record_both_sides(tmp_path: Path) -> None:
     code = manifest["run_spec"]["agent_code"]
     assert code["runner"] == "tests.support.runners:oracle" and len(code["sha256"]) == 64
     assert checks["scorer_official"]["passed"] is True
+
+
+def test_a_run_spec_record_is_its_fields_and_fingerprint_and_follows_every_change() -> None:
+    spec = RunSpec(**GOOD)
+    record = spec.record()
+    assert record == {**spec.model_dump(mode="json"), "fingerprint": spec.fingerprint()}
+    record["seed"] = 99  # the caller's own outer dict: the spec's record is not changed through it
+    assert spec.record()["seed"] == spec.seed
+    copied = spec.model_copy()
+    assert copied.record() == spec.record()  # carried by a plain copy
+    changed = spec.model_copy(update={"seed": 7})
+    assert changed.record()["seed"] == 7 and changed.record()["fingerprint"] == changed.fingerprint() != spec.fingerprint()
+    copied.benchmark_name = "other"
+    assert copied.record()["benchmark_name"] == "other" and copied.record()["fingerprint"] != spec.fingerprint()

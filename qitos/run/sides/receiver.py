@@ -161,7 +161,7 @@ class TraceReceiver:
         if isinstance(agent_spec, dict) and self.spec is None:
             self.spec = self.spec_for({k: agent_spec.get(k) for k in AGENT_SPEC_FIELDS if k in agent_spec})
             allowed.update(
-                run_spec={**self.spec.model_dump(mode="json"), "fingerprint": self.spec.fingerprint()},
+                run_spec=self.spec.record(),
                 experiment_spec=self.experiment.model_dump(mode="json") if self.experiment else None,
                 git_sha=self.spec.git_sha, package_version=self.spec.package_version, seed=self.spec.seed,
                 benchmark_name=self.spec.benchmark_name, benchmark_split=self.spec.benchmark_split,
@@ -175,6 +175,6 @@ class TraceReceiver:
                evaluation: dict[str, Any] | None) -> None:
         if self.spec is None:  # the agent side never described itself: still a complete, honest trace
             self.spec = self.spec_for({})
-            self.w.update(run_spec={**self.spec.model_dump(mode="json"), "fingerprint": self.spec.fingerprint()},
+            self.w.update(run_spec=self.spec.record(),
                           task=self.task_summary)
         self.w.finalize(status, summary, checks, evaluation)

@@ -143,8 +143,10 @@ class _Job:
             return self._limit_outcome(self.watch)
         kind = message.get("t")
         if kind in ("ops", "call", "done") and message.get("ops") and self.receiver is not None:
-            with self.lock, self.receiver.w.held():  # a call or the outcome carries the trace up to it (link._Outbox):
-                for op in message.get("ops") or []:  # written (one write per file) before it is answered
+            # a call or the outcome carries the trace up to it (link._Outbox): written (one write per file) before
+            # it is answered; with the outcome, the manifest is left to the final one `finish` writes next
+            with self.lock, self.receiver.w.held(manifest_follows=kind == "done"):
+                for op in message.get("ops") or []:
                     self.receiver.apply(op if isinstance(op, dict) else {})
         if kind == "ops" and self.receiver is not None:
             return None
