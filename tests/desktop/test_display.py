@@ -137,3 +137,20 @@ def test_screenshot_falls_back_to_imagemagick(tmp_path: Path, monkeypatch: pytes
         path = screenshot(tmp_path / "shot.png", desk.display, env=desk.env)
     with Image.open(path) as image:
         assert image.format == "PNG" and image.size == (320, 240)
+
+
+def test_a_desktop_is_ready_only_when_its_window_manager_serves_requests(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A window manager claims the screen before it grabs its keys and manages windows: a desktop handed over in
+    between took a click and alt+F4 as if there were none (CI scored the close-window oracle a failure)."""
+    fake = tmp_path / "bin" / "openbox"
+    fake.parent.mkdir()
+    serving = tmp_path / "serving"
+    script = Path(__file__).with_name("slow_window_manager.py")
+    fake.write_text(f"#!/bin/sh\nexec {sys.executable} {script} 1.5 {serving}\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    with VirtualDesktop(320, 240) as desk:
+        assert serving.exists(), "start() returned before the window manager served a request"
+        assert float(serving.read_text()) <= time.monotonic()
+        assert desk.alive()

@@ -200,10 +200,22 @@ class VirtualDesktop:
                 raise DesktopError(f"openbox exited with code {proc.returncode}:\n{self.log_tail('openbox')}")
             probe = subprocess.run(["xprop", "-root", "_NET_SUPPORTING_WM_CHECK"], env=self.env,
                                    capture_output=True, text=True, timeout=5)
-            if "window id" in probe.stdout:
+            if "window id" in probe.stdout and self._window_manager_answers(deadline):
                 return
             time.sleep(0.05)
         raise DesktopError(f"openbox did not become ready in {self.start_timeout:.0f}s")
+
+    def _window_manager_answers(self, deadline: float) -> bool:
+        """Whether openbox runs its event loop: it claims the screen (`_NET_SUPPORTING_WM_CHECK`) before it grabs
+        its keys and buttons and manages windows, and answers requests only after. A click or alt+F4 sent in
+        between reaches the app as if there were no window manager (nothing focused, nothing closed)."""
+        from qitos.benchmark.desktop.wm_sync import WindowManagerSync
+
+        sync = WindowManagerSync(self.display)
+        try:
+            return sync.round_trip(timeout=max(0.1, deadline - time.monotonic()))
+        finally:
+            sync.close()
 
     def spawn(self, args: list[str], log_name: str, *, cwd: str | Path | None = None) -> subprocess.Popen[bytes]:
         """Start a program on this desktop in its own process group; it is killed at close."""
