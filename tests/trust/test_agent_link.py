@@ -74,8 +74,9 @@ def test_channel_reads_whole_messages_however_the_bytes_arrive():
 
 
 def test_a_call_carries_the_trace_before_it():
-    """The trace a call follows (its `model_request`) rides with the call in one message; the manifest's first
-    fields wait for `run_start`; a step is sent at once; the run's `finalize` rides with the outcome."""
+    """The trace a call follows (the run's start and its `model_request`) rides with the call in one message; a
+    step is sent at once; the run's `finalize` rides with the outcome. Without a model the scoring side serves,
+    the run's start is sent at once."""
     from qitos.run.sides.link import _Outbox
 
     ours, theirs = socket.socketpair()
@@ -88,15 +89,14 @@ def test_a_call_carries_the_trace_before_it():
         outbox.put({"op": "event", "kind": "run_start"})
         outbox.put({"op": "event", "kind": "model_request"})
         replies = Channel(theirs)
-        first = replies.recv(timeout=1)
-        assert [o["op"] for o in first["ops"]] == ["update", "write_manifest", "event"]
-        assert replies.recv(timeout=0.1) is None, "the model_request waits for its call"
+        assert replies.recv(timeout=0.1) is None, "the run's start and the model_request wait for their call"
         link.start()
         answered = {}
         caller = threading.Thread(target=lambda: answered.update(value=link.call("model.complete", {"x": 1})))
         caller.start()
         call = replies.recv(timeout=2)
-        assert call["t"] == "call" and [o["kind"] for o in call["ops"]] == ["model_request"]
+        assert call["t"] == "call" and [(o["op"], o.get("kind")) for o in call["ops"]] == [
+            ("update", None), ("write_manifest", None), ("event", "run_start"), ("event", "model_request")]
         replies.send({"t": "reply", "id": call["id"], "ok": True, "value": 42})
         caller.join(timeout=5)
         assert answered == {"value": 42}
@@ -107,6 +107,10 @@ def test_a_call_carries_the_trace_before_it():
         outbox.send_with({"t": "done", "outcome": {}})
         done = replies.recv(timeout=1)
         assert done["t"] == "done" and [o["op"] for o in done["ops"]] == ["finalize"]
+        own_model = _Outbox(sent)  # its model is called on the agent side: nothing to ride with
+        own_model.put({"op": "update", "fields": {}})
+        own_model.put({"op": "event", "kind": "run_start"})
+        assert [o["op"] for o in replies.recv(timeout=1)["ops"]] == ["update", "event"]
         link.stop()
     finally:
         ours.close()

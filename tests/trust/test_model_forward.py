@@ -115,6 +115,9 @@ def test_the_scoring_side_counts_what_the_server_saw(tmp_path: Path) -> None:
     for row in out:
         events = _events(row)
         forwarded = [e for e in events if e["kind"] == "model_call"]  # written by the scoring side
+        kinds = [e["kind"] for e in events]  # what rode with a call is written before its answer
+        assert kinds.index("run_start") < kinds.index("model_request") < kinds.index("model_call"), kinds
+        assert _manifest(row)["run_spec"]["fingerprint"] == row["run_spec_ref"]
         assert forwarded and all(e["ok"] and e["payload"]["usage"]["prompt_tokens"] == 17 for e in forwarded)
         calls += len(forwarded)
         assert row["token_usage"]["prompt_tokens"] == 17 * len(forwarded)
@@ -234,3 +237,62 @@ def test_a_runner_with_its_own_client_is_relayed_and_counted(tmp_path: Path) -> 
             assert seen["direct"].startswith("unreachable"), seen
             assert "network off" in checks["agent_isolated"]["detail"]
         assert [e["kind"] for e in _events(row)].count("model_call") == 1
+
+
+RIDER = '''
+import gc
+import os
+import threading
+
+from qitos.core import AgentModule
+
+
+class Rider(AgentModule):
+    """Before its first model call, buffers a trace record of its own choosing (it rides with the call)."""
+
+    name = "rider"
+
+    def prepare(self, task, state):
+        from qitos.run.sides.link import _Outbox
+
+        mode = "MODE"
+        for outbox in [o for o in gc.get_objects() if isinstance(o, _Outbox)]:
+            if mode == "bad":  # a manifest field the writer cannot take: the job ends `error`
+                outbox.put({"op": "update", "fields": {"model_id": {"not": "a string"}}})
+            else:  # the process dies while its call is forwarded
+                outbox.put({"op": "event", "kind": "rider_note", "phase": "DECIDE", "payload": {"n": 1}})
+                threading.Timer(0.5, lambda: os._exit(3)).start()
+        return super().prepare(task, state)
+
+
+def build(ctx):
+    return Rider(tools=[], system_prompt="Answer briefly.")
+'''
+
+
+def _ride(tmp_path: Path, mode: str, latency: float) -> tuple[list[dict], list[dict]]:
+    folder = tmp_path / "agent"
+    folder.mkdir()
+    (folder / "rider_agent.py").write_text(RIDER.replace('"MODE"', repr(mode)))
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 1)
+    with OpenAIServer(default=lambda body: Reply(text="Final Answer: 2"), latency_seconds=latency) as server:
+        done = qit("bench", "run", "-b", "jsonl", "--root", tasks, "--runner", "rider_agent:build",
+                   "--model-name", "gpt-x", "--base-url", server.base_url, "--output", tmp_path / "r.jsonl",
+                   "--trace-logdir", tmp_path / "runs", cwd=folder, env={"OPENAI_API_KEY": "sk-test"})
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    return rows(tmp_path / "r.jsonl"), server.requests
+
+
+def test_a_bad_record_riding_with_a_forwarded_call_still_ends_the_job(tmp_path: Path) -> None:
+    """The call is sent to the endpoint before what rode with it is written; a record that cannot be written
+    ends the job `error` all the same, naming it, and nothing after it is taken."""
+    out, _ = _ride(tmp_path, "bad", 0.3)
+    assert len(out) == 1 and out[0]["stop_reason"] == "error" and _manifest(out[0])["official_run"] is False, out
+    assert "cannot be written (update)" in out[0]["error"], out[0]["error"]
+
+
+def test_what_rode_with_a_call_is_written_when_the_process_dies_during_it(tmp_path: Path) -> None:
+    out, requests = _ride(tmp_path, "die", 3.0)
+    assert len(requests) == 1 and len(out) == 1 and out[0]["success"] is not True, out
+    kinds = [e["kind"] for e in _events(out[0])]
+    assert kinds[:3] == ["run_start", "rider_note", "model_request"], (kinds, out)

@@ -16,10 +16,9 @@ class _Outbox:
 
     Fewer messages, same moments: the manifest's first fields (`update`, `write_manifest`) wait for the `run_start`
     event that follows them at once; with a model the scoring side serves (`calls_follow_requests`) a
-    `model_request` rides with the call that the request is for (`_Link.call` takes what is buffered); the run's
-    `finalize` rides with the outcome (`done`), sent right after it. The run's start is sent at once, not with the
-    first call: the scoring side applies it while the agent prepares that call (riding with the call, it delayed
-    the call's forwarding: 2-4 % slower at zero and at 200 ms model latency)."""
+    `model_request` rides with the call that the request is for (`_Link.call` takes what is buffered), and so does
+    the run's start (the scoring side forwards the call first and writes what rode with it right after:
+    `_Job.apply_after_forwarding`); the run's `finalize` rides with the outcome (`done`), sent right after it."""
 
     FLUSH_EVENTS = frozenset({"run_start", "model_request", "tool_call"})
     LAZY_OPS = frozenset({"event", "update", "write_manifest", "finalize"})
@@ -28,7 +27,7 @@ class _Outbox:
         self.channel = channel
         self._ops: list[dict[str, Any]] = []
         self._lock = threading.Lock()
-        self._flush_events = self.FLUSH_EVENTS - {"model_request"} if calls_follow_requests else self.FLUSH_EVENTS
+        self._flush_events = self.FLUSH_EVENTS - {"model_request", "run_start"} if calls_follow_requests else self.FLUSH_EVENTS
 
     def put(self, op: dict[str, Any]) -> None:
         with self._lock:
