@@ -121,6 +121,18 @@ def report(name: str, result: dict, samples: int, extra: str = "") -> None:
           f"{result['successes']}/{samples} correct{extra}")
 
 
+def file_creation_us(folder: Path, count: int = 300) -> float:
+    """Microseconds to create one empty file in `folder` now. QitOS pays it about six times per task for a trace
+    (its folder, the event, step and manifest files); the SDK pays none. On this VM's ext4 it ranged from 150 to
+    490 us over one session (perf: mostly the kernel skipping recently freed inodes), which moves the QitOS
+    figures and not the SDK's."""
+    folder.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    for i in range(count):
+        os.close(os.open(folder / f"f{i}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    return (time.perf_counter() - started) / count * 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller N and one repeat, for a fast look")
@@ -134,7 +146,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="qitos-harness-") as tmp:
         workdir = Path(tmp)
         n0 = 64 if args.quick else 256
-        print(f"machine load at start (1/5/15 min): {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(f"machine load at start (1/5/15 min): {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+              f"creating a file here: {file_creation_us(workdir / 'probe-start'):.0f} us")
         print(f"== zero latency, N={n0}, concurrency 16 (median of {repeats})")
         zero = scenario(0.0, n0, 16, inspect_python, repeats, workdir)
         for name, result in zero.items():
@@ -156,7 +169,8 @@ def main() -> None:
               f"bare SDK on threads: {slow['openai-sdk']['seconds'] / ideal:.3f}")
         print(f"ratio QitOS/SDK wall: default command {slow['qitos']['seconds'] / slow['openai-sdk']['seconds']:.3f}, "
               f"one process {slow['qitos -w1']['seconds'] / slow['openai-sdk']['seconds']:.3f} (target <= 1.0)")
-        print(f"machine load (1/5/15 min): {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(f"machine load (1/5/15 min): {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+              f"creating a file here: {file_creation_us(workdir / 'probe-end'):.0f} us")
 
 
 if __name__ == "__main__":
