@@ -123,8 +123,8 @@ def report(name: str, result: dict, samples: int, extra: str = "") -> None:
 
 def file_creation_us(folder: Path, count: int = 300) -> float:
     """Microseconds to create one empty file in `folder` now. QitOS pays it about six times per task for a trace
-    (its folder, the event, step and manifest files); the SDK pays none. On this VM's ext4 it ranged from 150 to
-    490 us over one session (perf: mostly the kernel skipping recently freed inodes), which moves the QitOS
+    (its folder, the event, step and manifest files); the SDK pays none. On this VM's ext4 it ranged from 25 to
+    490 us within one session (perf: mostly the kernel skipping recently freed inodes), which moves the QitOS
     figures and not the SDK's."""
     folder.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()

@@ -81,8 +81,9 @@ class Flusher:
     def sync_paths(self, paths: Iterable[str]) -> None:
         """Make exactly these paths durable now (files before directories, a folder before the one naming it: a name
         made durable points at durable content) and take them off the dirty set; whatever else is dirty (runs still
-        in progress) waits for the background flush. A result row's commit needs its own trace and the results file, not every file written
-        meanwhile: flushing all of them made each commit fsync the files of every run in flight."""
+        in progress) waits for the background flush. A result row's commit needs its own trace and the results
+        file, not every file written meanwhile: flushing all of them made each commit fsync the files of every run
+        in flight."""
         wanted = {os.path.abspath(p) for p in paths}
         with self._lock:
             # a path written again after this is marked again (the write comes before its mark), so nothing
@@ -152,8 +153,9 @@ LINKED_FOLDERS = frozenset({"agent_code"})
 def run_paths(run_dir: str | Path) -> list[str]:
     """What makes a finished run's trace durable: the files in its folder and in the folders in it (`assets/` or
     `screens/`, its screenshots; not the sources in `agent_code/`, see above), each of those folders, the run's
-    folder and the folder that names it. Not hidden names such as the writer's temporary (`.manifest.json.<pid>.tmp`): it holds
-    an old manifest that the seal overwrites, so flushing it made nothing durable (one fsync per run in six)."""
+    folder and the folder that names it. Not hidden names such as the writer's temporary
+    (`.manifest.json.<pid>.tmp`): it holds an old manifest that the seal overwrites, so flushing it made nothing
+    durable (one fsync per run in six)."""
     run_dir = os.path.abspath(run_dir)
     paths: list[str] = []
     try:

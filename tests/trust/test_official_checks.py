@@ -155,6 +155,7 @@ def test_a_run_spec_record_is_its_fields_and_fingerprint_and_follows_every_chang
     copied = spec.model_copy()
     assert copied.record() == spec.record()  # carried by a plain copy
     changed = spec.model_copy(update={"seed": 7})
-    assert changed.record()["seed"] == 7 and changed.record()["fingerprint"] == changed.fingerprint() != spec.fingerprint()
+    assert changed.record()["seed"] == 7
+    assert changed.record()["fingerprint"] == changed.fingerprint() != spec.fingerprint()
     copied.benchmark_name = "other"
     assert copied.record()["benchmark_name"] == "other" and copied.record()["fingerprint"] != spec.fingerprint()

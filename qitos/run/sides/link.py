@@ -27,7 +27,8 @@ class _Outbox:
         self.channel = channel
         self._ops: list[dict[str, Any]] = []
         self._lock = threading.Lock()
-        self._flush_events = self.FLUSH_EVENTS - {"model_request", "run_start"} if calls_follow_requests else self.FLUSH_EVENTS
+        riding = {"model_request", "run_start"} if calls_follow_requests else set()  # sent with the next call
+        self._flush_events = self.FLUSH_EVENTS - riding
 
     def put(self, op: dict[str, Any]) -> None:
         with self._lock:

@@ -352,9 +352,9 @@ def run_split(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime, t
         writer = TraceWriter(trace_logdir, new_run_id(ctx.cfg.benchmark, task.id, trial))
         writer.sync_at_end = False  # the result row's flush, right after, covers the trace
         writer.hold_status = True  # and the final status waits for the row (`seal_trace`)
+        reserved = frozenset(getattr(ctx.adapter, "scoring_event_kinds", ()))
         receiver = TraceReceiver(writer, lambda d: trusted_run_spec(ctx, task, d), ctx.experiment,
-                                 task.public_summary(), reserved=frozenset(getattr(ctx.adapter, "scoring_event_kinds", ())),
-                                 limits=ctx.cfg.limits)
+                                 task.public_summary(), reserved=reserved, limits=ctx.cfg.limits)
         conversation = _Job(ctx, task, runtime, receiver)
 
     def trace_event(kind: str, payload: dict[str, Any]) -> None:  # scoring-side services' events (their threads)
@@ -407,8 +407,9 @@ def run_split(ctx: "JobContext", task: Task, trial: int, runtime: TaskRuntime, t
     evaluation = verdict(result) if reason is not StopReason.CANCELLED else None
     with bookkeeping.BOOKKEEPING:
         ctx.record_closure(writer.run_dir)  # the snapshot's sources; never the closure the agent side reports
-        facts = RunFacts(model_calls=calls, model_responses=answered, isolation=ctx.isolation(), stop_reason=reason.value,
-                         uncounted=UNCOUNTED_BATCH_CLIENT if ctx.runner_brings_client() and not ctx.model_relayed() else None,
+        uncounted = UNCOUNTED_BATCH_CLIENT if ctx.runner_brings_client() and not ctx.model_relayed() else None
+        facts = RunFacts(model_calls=calls, model_responses=answered, isolation=ctx.isolation(),
+                         stop_reason=reason.value, uncounted=uncounted,
                          scorer_isolation=getattr(getattr(verdict, "evaluation", None), "scorer_isolation", None))
         checks = official_checks(receiver.spec, ctx.experiment, writer.integrity(), facts)
         with conversation.lock:  # a model call still in flight (cancelled, past the deadline) writes nothing after
