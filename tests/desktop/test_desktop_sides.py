@@ -156,7 +156,7 @@ def test_the_agent_side_env_holds_no_desktop_and_names_no_paths(tmp_path: Path) 
             with pytest.raises(AgentCallRefused):
                 ADAPTER.serve(task, runtime, method, {})
         reply = ADAPTER.serve(task, runtime, "desktop.act", {"action": {"action_type": "MOVE_TO", "x": 9, "y": 9}})
-        assert "on_target" not in (reply.get("summary") or {}) and "app_changes" not in (reply.get("summary") or {})
+        assert not {"on_target", "app_changes", "focus"} & set(reply.get("summary") or {})
         ADAPTER.serve(task, runtime, "desktop.close", {})
         reply = ADAPTER.serve(task, runtime, "desktop.act", {"action": "DONE"})
         assert "episode is over" in reply["rejected"]
@@ -191,6 +191,7 @@ def test_a_scripted_run_goes_through_the_confined_agent_side_and_scores_the_real
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     env_steps = [e["payload"] for e in events if e["kind"] == "env_step"]
     assert len(env_steps) == 2 and env_steps[0]["on_target"] is True, "the scoring side writes its own step record"
+    assert env_steps[0]["focus"] == {"app": "main", "window_manager": "main"}, env_steps[0]
     steps = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
     assert "on_target" not in steps[0]["state_diff"], "the agent side never learns whether it hit the target"
 

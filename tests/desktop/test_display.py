@@ -139,6 +139,32 @@ def test_screenshot_falls_back_to_imagemagick(tmp_path: Path, monkeypatch: pytes
         assert image.format == "PNG" and image.size == (320, 240)
 
 
+def test_an_agents_first_key_changes_no_keyboard_mapping() -> None:
+    """The first XTEST key on a fresh Xvfb used to announce a new keyboard mapping; openbox then regrabbed all its
+    bindings, and an alt+F4 sent in that gap reached the app and closed nothing (the close-window flake in CI)."""
+    from Xlib import X
+    from Xlib import display as xdisplay
+
+    from qitos.benchmark.desktop.actions import ActionExecutor
+
+    with VirtualDesktop(320, 240) as desk:
+        listener = xdisplay.Display(desk.display)  # every client gets MappingNotify, no selection needed
+        try:
+            listener.sync()
+            executor = ActionExecutor(desk.display, 320, 240, env=desk.env)
+            executor.execute({"action_type": "HOTKEY", "keys": ["shift", "f4"]})
+            executor.execute({"action_type": "PRESS", "key": "a"})
+            listener.sync()
+            deadline, seen = time.monotonic() + 0.5, []
+            while time.monotonic() < deadline:
+                while listener.pending_events():
+                    seen.append(listener.next_event().type)
+                time.sleep(0.02)
+        finally:
+            listener.close()
+    assert X.MappingNotify not in seen, "the agent's first key made the window manager regrab its key bindings"
+
+
 def test_a_desktop_is_ready_only_when_its_window_manager_serves_requests(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """A window manager claims the screen before it grabs its keys and manages windows: a desktop handed over in

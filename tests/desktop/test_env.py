@@ -15,6 +15,7 @@ from PIL import Image, ImageChops
 
 from qitos.benchmark.desktop import DesktopEnv, DesktopTask, TaskOutcome, get_task, load_tasks
 from qitos.benchmark.desktop.actions import Click, Done, Fail, Typing
+from qitos.benchmark.desktop.display import DesktopError
 from qitos.benchmark.desktop.gold import click
 
 from .procs import gone
@@ -192,6 +193,23 @@ def test_a_sync_round_trip_proves_the_app_has_caught_up(tmp_path: Path) -> None:
         assert env.state() is not None and env.state().data["closed"] == ["tip"]
         assert env.snapshot().synced == env._sync_number > 1
     assert env._sync() == -1, "a stopped app answers nothing and must not hang the caller"
+
+
+def test_focus_is_reported_as_the_app_and_the_window_manager_see_it(tmp_path: Path) -> None:
+    with DesktopEnv(get_task("close-window"), workdir=tmp_path) as env:
+        first = env.focus()
+        env.step(click(env.snapshot(), "tip:text"))
+        assert env.focus() == {"app": "tip", "window_manager": "tip"}, first
+        env.step({"action_type": "HOTKEY", "keys": ["alt", "f4"]})
+        assert env.focus()["app"] != "tip" and env.focus()["window_manager"] != "tip"
+
+
+def test_an_environment_starts_once(tmp_path: Path) -> None:
+    """A second start() would bring up a second app writing the same state files (a repro script did this)."""
+    with DesktopEnv(get_task("click-apply"), workdir=tmp_path) as env:
+        with pytest.raises(DesktopError, match="already started"):
+            env.start()
+        assert env.desktop is not None and env.desktop.alive()
 
 
 def test_what_the_window_manager_makes_of_a_key_is_waited_for(tmp_path: Path) -> None:

@@ -92,6 +92,29 @@ def _socket_answers(number: int) -> bool:
         sock.close()
 
 
+def _switch_keyboard_to_xtest(display: str) -> None:
+    """Press and release Shift once through XTEST, before any window manager or app runs.
+
+    The first XTEST key on a fresh Xvfb switches the core keyboard's source device, and the server announces that as
+    a new keyboard mapping (MappingNotify). Openbox answers it by ungrabbing and regrabbing every key binding, one
+    round trip at a time: a chord that lands in that gap (alt+F4 as an episode's first keys) reaches the app instead
+    and does nothing. CI scored the close-window oracle a failure that way. After this, every key an agent sends
+    comes from the same device, and no mapping change follows.
+    """
+    from Xlib import XK, X
+    from Xlib import display as xdisplay
+    from Xlib.ext import xtest
+
+    connection = xdisplay.Display(display)
+    try:
+        shift = connection.keysym_to_keycode(XK.XK_Shift_L)
+        xtest.fake_input(connection, X.KeyPress, shift)
+        xtest.fake_input(connection, X.KeyRelease, shift)
+        connection.sync()
+    finally:
+        connection.close()
+
+
 def _sweep_stale_logdirs() -> None:
     """Remove log folders of desktops whose owning process died without cleaning up (e.g. SIGKILL)."""
     for folder in Path(tempfile.gettempdir()).glob(f"{_LOGDIR_PREFIX}*-*"):
@@ -147,6 +170,7 @@ class VirtualDesktop:
         _register(self)
         try:
             self._start_xvfb()
+            _switch_keyboard_to_xtest(self.display)
             if self.window_manager:
                 self._start_window_manager()
         except BaseException:

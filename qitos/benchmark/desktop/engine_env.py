@@ -183,6 +183,7 @@ class DesktopEngineEnv:
         }
         if record is not None and record.press is not None:
             summary.update(press=list(record.press), hit=record.hit, on_target=record.on_target)
+        summary["focus"] = self.env.focus()
         changes = _state_changes(before, self.env.state()) if before is not None else {}
         if changes:
             summary["app_changes"] = changes

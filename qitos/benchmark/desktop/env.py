@@ -99,6 +99,9 @@ class DesktopEnv:
 
     def start(self) -> Observation:
         """Bring up the desktop and the app; raises DesktopUnavailable or DesktopError (with the app's log)."""
+        if self.desktop is not None:
+            raise DesktopError("this environment was already started (a `with DesktopEnv(...)` block starts it); "
+                               "make a new DesktopEnv for another run")
         try:
             missing = requirements()
             if missing:
@@ -178,6 +181,16 @@ class DesktopEnv:
     @property
     def app_pid(self) -> int | None:
         return self._app.pid if self._app is not None else None
+
+    def focus(self) -> dict[str, str | None]:
+        """Which app window has the keyboard focus, as the app sees it and as the window manager does (window names;
+        a title when the active window is not one of the app's)."""
+        snapshot = self.snapshot()
+        app = next((w.name for w in snapshot.windows if w.focused), None)
+        alive = self._window_manager is not None and self.desktop is not None and self.desktop.alive()
+        title = self._window_manager.active_title() if alive and self._window_manager else None
+        manager = next((w.name for w in snapshot.windows if w.title == title), title)
+        return {"app": app, "window_manager": manager}
 
     def app_running(self) -> bool:
         return self._app is not None and self._app.poll() is None

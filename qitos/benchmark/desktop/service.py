@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from qitos.benchmark.base import BenchmarkAdapter, TaskRuntime
 
-PRIVATE_SUMMARY_FIELDS = ("on_target", "app_changes")  # computed from the task's targets and the app's state
+PRIVATE_SUMMARY_FIELDS = ("on_target", "app_changes", "focus")  # from the task's targets, the app's state
 
 
 class DesktopService:

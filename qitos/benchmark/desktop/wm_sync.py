@@ -62,6 +62,27 @@ class WindowManagerSync:
             if time.monotonic() >= deadline:
                 return False
 
+    def active_title(self) -> str | None:
+        """The title of the window the window manager calls active (`_NET_ACTIVE_WINDOW`), None if there is none.
+
+        Kept in each step's trace beside the app's own focus: when a key chord did nothing, the two say whether the
+        window manager and the app agreed on where keys go."""
+        from Xlib import X
+        from Xlib.error import ConnectionClosedError, XError
+
+        try:
+            active = self._root.get_full_property(self._display.intern_atom("_NET_ACTIVE_WINDOW"), X.AnyPropertyType)
+            if active is None or not active.value or not active.value[0]:
+                return None
+            window = self._display.create_resource_object("window", active.value[0])
+            name = window.get_full_property(self._display.intern_atom("_NET_WM_NAME"), X.AnyPropertyType)
+            title = name.value if name is not None else window.get_wm_name()
+        except (XError, ConnectionClosedError, OSError):  # the window closed while we asked, or the display is gone
+            return None
+        if isinstance(title, bytes):
+            title = title.decode("utf-8", "replace")
+        return str(title) if title else None
+
     def close(self) -> None:
         try:
             self._display.close()
