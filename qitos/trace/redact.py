@@ -18,6 +18,7 @@ their length: the password (or a bare `scheme://token@`) becomes `[REDACTED]`, t
 from __future__ import annotations
 
 import html
+import itertools
 import json
 import os
 import re
@@ -175,6 +176,9 @@ def _anchor(value: str) -> str:
     return max(runs, key=len, default="")
 
 
+_REDACTOR_VERSIONS = itertools.count(1)
+
+
 class Redactor:
     """Scrubs secrets by key and by value; built from `secret_values()` plus `extra_values`."""
 
@@ -186,6 +190,15 @@ class Redactor:
     def _set(self, values: set[str]) -> None:
         self._generation = _generation
         self._values, self._spellings, self._pattern, self._anchors = _compiled(frozenset(values))
+        self._version = next(_REDACTOR_VERSIONS)
+
+    @property
+    def version(self) -> int:
+        """Changes whenever the secrets this redactor scrubs change: text it scrubbed under an older version may
+        hold a secret known only now (`manifest_json` keeps scrubbed text while this stays the same)."""
+        if self._generation != _generation:
+            self._set(set(self._values) | secret_values())
+        return self._version
 
     @property
     def active(self) -> bool:

@@ -26,6 +26,7 @@ import orjson
 
 from .durability import FLUSHER
 from .liveness import own_start
+from .manifest_json import ManifestEncoder
 from .redact import Redactor
 from .schema import SCHEMA_VERSION, Manifest, OfficialCheck, RunSummary
 from .swap import exchange
@@ -137,6 +138,7 @@ class TraceWriter:
         self.run_dir = self.logdir / run_id
         self.run_dir.mkdir(parents=True, exist_ok=False)
         self.redactor = redactor or Redactor()
+        self._encoder = ManifestEncoder(self.redactor)
         # "group" (default): batched background flushes + a synchronous one at the end;
         # "always" (or True): flush every write; "never" (or False): leave it to the OS.
         self.fsync = {True: "always", False: "never"}.get(fsync, fsync)  # type: ignore[arg-type]
@@ -265,8 +267,9 @@ class TraceWriter:
             return
         self._manifest_due = False
         self.manifest.updated_at = utc_now()
-        # fields are redacted when set (update/finalize); the dump is scrubbed by value once more
-        data = self.redactor.scrub_text(self.manifest.model_dump_json()).encode("utf-8")
+        # fields are redacted when set (update/finalize); the dump is scrubbed by value once more, its large
+        # fields once per value (manifest_json.py)
+        data = self._encoder.encode(self.manifest).encode("utf-8")
         # Both files stay open between rewrites (closed by `finalize`): after an exchange the temporary name holds
         # the other one, so a rewrite is a write, a cut and a rename, with no open or close.
         fd = self._tmp_fd if self._tmp_fd is not None else os.open(self._manifest_tmp, _OVERWRITE, 0o644)
@@ -337,7 +340,8 @@ class TraceWriter:
         if self.hold_status and self.manifest.status == "running":  # what `seal_trace` writes, without re-reading
             sealed = self.manifest.model_copy(update={"status": status})
             spare = self._manifest_tmp if self._tmp_holds_old else None  # it writes there (no new file)
-            _SEALED[str(self.run_dir)] = (self.redactor.scrub_text(sealed.model_dump_json()).encode("utf-8"), spare)
+            # a shallow copy: its large fields are the objects just encoded (manifest_json.py)
+            _SEALED[str(self.run_dir)] = (self._encoder.encode(sealed).encode("utf-8"), spare)
         self._close_manifest_fds()
         if self._tmp_holds_old and spare is None:
             os.unlink(self._manifest_tmp)  # one freed inode per run instead of one per rewrite
