@@ -196,15 +196,18 @@ class Redactor:
     def version(self) -> int:
         """Changes whenever the secrets this redactor scrubs change: text it scrubbed under an older version may
         hold a secret known only now (`manifest_json` keeps scrubbed text while this stays the same)."""
+        self._refresh()
+        return self._version
+
+    def _refresh(self) -> None:
+        """Take in the secrets registered or marked since this redactor was built (or last refreshed)."""
         if self._generation != _generation:
             self._set(set(self._values) | secret_values())
-        return self._version
 
     @property
     def active(self) -> bool:
         """Whether any secret value is known (when not, scrubbing by value is a no-op)."""
-        if self._generation != _generation:
-            self._set(set(self._values) | secret_values())
+        self._refresh()
         return self._pattern is not None
 
     def add_secret(self, value: str | None) -> None:
@@ -212,8 +215,7 @@ class Redactor:
             self._set(set(self._values) | {value})
 
     def scrub_text(self, text: str) -> str:
-        if self._generation != _generation:  # a secret was registered or marked since this was built
-            self._set(set(self._values) | secret_values())
+        self._refresh()
         if "@" in text:
             text = redact_url_credentials(text)
         if self._pattern is None or not any(s in text for s in self._spellings):  # substring tests are fast
@@ -243,8 +245,7 @@ class Redactor:
         """Whether the walk could remove anything from a JSON document's value: a secret-named key, a URL's
         credentials, or a secret in any spelling (its anchor is in the document). Most documents have none of these,
         and the walk cost about a tenth of the scoring side's CPU per task (a few hundred calls)."""
-        if self._generation != _generation:  # a secret was registered or marked since this was built
-            self._set(set(self._values) | secret_values())
+        self._refresh()
         return "@" in document or has_secret_key(document) or any(map(document.__contains__, self._anchors))
 
     def _walk(self, value: Any, key: str | None = None) -> Any:

@@ -187,8 +187,8 @@ class DesktopEnv:
         a title when the active window is not one of the app's)."""
         snapshot = self.snapshot()
         app = next((w.name for w in snapshot.windows if w.focused), None)
-        alive = self._window_manager is not None and self.desktop is not None and self.desktop.alive()
-        title = self._window_manager.active_title() if alive and self._window_manager else None
+        window_manager = self._live_window_manager()
+        title = window_manager.active_title() if window_manager is not None else None
         manager = next((w.name for w in snapshot.windows if w.title == title), title)
         return {"app": app, "window_manager": manager}
 
@@ -292,8 +292,15 @@ class DesktopEnv:
             last = seq
 
     def _wait_for_window_manager(self) -> None:
+        window_manager = self._live_window_manager()
+        if window_manager is not None:
+            window_manager.round_trip()
+
+    def _live_window_manager(self) -> WindowManagerSync | None:
+        """The window-manager connection, while its desktop runs (a dead desktop answers nothing)."""
         if self._window_manager is not None and self.desktop is not None and self.desktop.alive():
-            self._window_manager.round_trip()
+            return self._window_manager
+        return None
 
     def _sync(self, timeout: float = 3.0) -> int:
         """Ask the app to republish and wait for its answer; the widget seq it answered with (-1 if none)."""

@@ -29,6 +29,8 @@ class WindowManagerSync:
         self._window = self._root.create_window(0, 0, 1, 1, 0, X.CopyFromParent, event_mask=X.PropertyChangeMask)
         self._request = self._display.intern_atom("_NET_REQUEST_FRAME_EXTENTS")
         self._answer = self._display.intern_atom("_NET_FRAME_EXTENTS")
+        self._active = self._display.intern_atom("_NET_ACTIVE_WINDOW")  # for `active_title`
+        self._title = self._display.intern_atom("_NET_WM_NAME")
         self._display.sync()
 
     def round_trip(self, timeout: float = 10.0, resend: float = 0.5) -> bool:
@@ -71,11 +73,11 @@ class WindowManagerSync:
         from Xlib.error import ConnectionClosedError, XError
 
         try:
-            active = self._root.get_full_property(self._display.intern_atom("_NET_ACTIVE_WINDOW"), X.AnyPropertyType)
+            active = self._root.get_full_property(self._active, X.AnyPropertyType)
             if active is None or not active.value or not active.value[0]:
                 return None
             window = self._display.create_resource_object("window", active.value[0])
-            name = window.get_full_property(self._display.intern_atom("_NET_WM_NAME"), X.AnyPropertyType)
+            name = window.get_full_property(self._title, X.AnyPropertyType)
             title = name.value if name is not None else window.get_wm_name()
         except (XError, ConnectionClosedError, OSError):  # the window closed while we asked, or the display is gone
             return None
