@@ -284,9 +284,10 @@ def _ride(tmp_path: Path, mode: str, latency: float) -> tuple[list[dict], list[d
 
 
 def test_a_bad_record_riding_with_a_forwarded_call_still_ends_the_job(tmp_path: Path) -> None:
-    """The call is sent to the endpoint before what rode with it is written; a record that cannot be written
-    ends the job `error` all the same, naming it, and nothing after it is taken."""
-    out, _ = _ride(tmp_path, "bad", 0.3)
+    """What rode with a call is written before the call is forwarded; a record that cannot be written ends the job
+    `error`, naming it, and the call is never sent."""
+    out, requests = _ride(tmp_path, "bad", 0.3)
+    assert requests == [], requests
     assert len(out) == 1 and out[0]["stop_reason"] == "error" and _manifest(out[0])["official_run"] is False, out
     assert "cannot be written (update)" in out[0]["error"], out[0]["error"]
 

@@ -66,7 +66,6 @@ async def forward(job: "_Job", message: dict[str, Any]) -> None:
         reply = {"t": "reply", "id": call_id, "ok": True, "value": value}
     except Exception as exc:  # noqa: BLE001 - as `_Job._answer`: the agent side's observation
         reply = job.reply_refused(call_id, exc)
-    job.apply_after_forwarding()  # the trace that rode with the call is written before it is answered
     try:
         job.channel.send_nowait(reply, MODEL_CALLS.run)
     except OSError:

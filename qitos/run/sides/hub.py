@@ -83,24 +83,6 @@ class Hub:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def soon(self, callback: Any) -> None:
-        """Run `callback` on the hub's loop after what is already scheduled (called on the hub's thread): after
-        the first step of a coroutine `spawn` just started."""
-        asyncio.get_running_loop().call_soon(callback)
-
-    def end(self, channel: Channel, exc: BaseException) -> bool:
-        """End the job of `channel` with `exc` raised on its thread (called on the hub's thread); False when the
-        hub is not reading that job just now."""
-        entry = self._entries.get(channel.sock.fileno())
-        if entry is None or entry.channel is not channel:
-            return False
-
-        def fail(_: _Entry) -> None:
-            raise exc
-
-        self._guard(entry, fail)
-        return True
-
     def _add(self, entry: _Entry) -> None:
         with self._lock:
             if self._loop is None:

@@ -17,8 +17,8 @@ class _Outbox:
     Fewer messages, same moments: the manifest's first fields (`update`, `write_manifest`) wait for the `run_start`
     event that follows them at once; with a model the scoring side serves (`calls_follow_requests`) a
     `model_request` rides with the call that the request is for (`_Link.call` takes what is buffered), and so does
-    the run's start (the scoring side forwards the call first and writes what rode with it right after:
-    `_Job.apply_after_forwarding`); the run's `finalize` rides with the outcome (`done`), sent right after it."""
+    the run's start (the scoring side writes what rode with a call, then forwards it); the run's `finalize` rides
+    with the outcome (`done`), sent right after it."""
 
     FLUSH_EVENTS = frozenset({"run_start", "model_request", "tool_call"})
     LAZY_OPS = frozenset({"event", "update", "write_manifest", "finalize"})

@@ -107,10 +107,7 @@ class _Job:
             budget = self.task.budget.max_runtime_seconds
             self.deadline = time.monotonic() + budget + DEADLINE_GRACE_SECONDS if budget else None
             # the hub reads the socket (hub.py); a benchmark's service call is answered here, on this thread
-            try:
-                return HUB.converse(channel, self, lambda call: channel.send(self._answer(call)))
-            finally:
-                self.apply_deferred()  # the job ended right after a forwarded call: its trace, or what it raised
+            return HUB.converse(channel, self, lambda call: channel.send(self._answer(call)))
         except (WireClosed, ConnectionError) as exc:  # ... or a send to a socket its process closed (broken pipe)
             if watch is not None and watch.check(force=True):  # the task was ended by (or at) a limit
                 return self._limit_outcome(watch)
@@ -127,7 +124,6 @@ class _Job:
 
     def on_tick(self, now: float) -> AgentOutcome | None:
         """Between messages (the hub's thread): a limit reached, the run cancelled, the deadline passed."""
-        self.apply_deferred()
         if self.watch.check(now):
             return self._limit_outcome(self.watch)
         if self.ctx.cancel_event.is_set() and self.cancelled_at is None:
@@ -145,24 +141,18 @@ class _Job:
         model-call threads, any other call to this job's thread (`CALL`), the outcome returned."""
         if self.watch.check(now):
             return self._limit_outcome(self.watch)
-        self.apply_deferred()  # what rode with a forwarded call is written before anything that follows it
         kind = message.get("t")
-        model_call = kind == "call" and str(message.get("method")).startswith("model.") and self.model is not None
-        forwarded = model_call and forwarded_on_loop(self.model, message)
-        ops = message.get("ops") if kind in ("ops", "call", "done") and self.receiver is not None else None
-        if ops and forwarded:  # sent to the endpoint first, written right after (`apply_after_forwarding`)
-            self._deferred = ops
-        elif ops:
+        if kind in ("ops", "call", "done") and message.get("ops") and self.receiver is not None:
             # a call or the outcome carries the trace up to it (link._Outbox): written (one write per file) before
             # it is answered; with the outcome, the manifest is left to the final one `finish` writes next
-            self._apply(ops, manifest_follows=kind == "done")
+            with self.lock, self.receiver.w.held(manifest_follows=kind == "done"):
+                for op in message.get("ops") or []:
+                    self.receiver.apply(op if isinstance(op, dict) else {})
         if kind == "ops" and self.receiver is not None:
             return None
-        if model_call:
-            if forwarded:
+        if kind == "call" and str(message.get("method")).startswith("model.") and self.model is not None:
+            if forwarded_on_loop(self.model, message):
                 HUB.spawn(forward(self, message))
-                if self._deferred is not None:
-                    HUB.soon(self.apply_after_forwarding)
             else:
                 MODEL_CALLS.submit(lambda call=message: self._answer(call), self.channel.send)
             return None
@@ -175,36 +165,6 @@ class _Job:
             self.claim = self.evidence.vet(outcome, self.ctx.cancel_event.is_set())  # its word, checked
             return outcome
         raise StreamError(f"unexpected message {kind!r} from the agent side")
-
-    _deferred: list[Any] | None = None  # the trace that rode with a forwarded call, until it is written
-    _deferred_error: BaseException | None = None  # what writing it raised, for the hub to end the job with
-
-    def _apply(self, ops: list[Any], manifest_follows: bool = False) -> None:
-        assert self.receiver is not None
-        with self.lock, self.receiver.w.held(manifest_follows=manifest_follows):
-            for op in ops:
-                self.receiver.apply(op if isinstance(op, dict) else {})
-
-    def apply_deferred(self) -> None:
-        """Write the trace that rode with a forwarded call, if it is still waiting; raise what writing it raised
-        (a bad record, a quota, a full disk end the job as they would have before the call)."""
-        error, self._deferred_error = self._deferred_error, None
-        with self.lock:
-            ops, self._deferred = self._deferred, None
-        if ops:
-            self._apply(ops)
-        if error is not None:
-            raise error
-
-    def apply_after_forwarding(self) -> None:
-        """On the hub's loop, right after the forwarded call's first step (its request is on its way), and again
-        before its reply is sent (`forwarder.forward`): the request waits for the endpoint, not for the trace that
-        rode with it, and that trace is still written before the call is answered."""
-        try:
-            self.apply_deferred()
-        except BaseException as exc:  # noqa: BLE001 - the job ends with it, through the hub
-            if not HUB.end(self.channel, exc):  # not being read just now: raised when it next is
-                self._deferred_error = exc
 
     def _process_end(self, host: Any, channel: Any, watch: TaskWatch | None, exc: BaseException) -> AgentOutcome:
         """The socket closed without an outcome: how the job's process ended decides whose failure it is
