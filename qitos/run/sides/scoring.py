@@ -137,8 +137,9 @@ class _Job:
         return None
 
     def on_message(self, message: dict[str, Any], now: float) -> Any:
-        """One message from the agent side (the hub's thread): the stream applied, a model call handed to the
-        model-call threads, any other call to this job's thread (`CALL`), the outcome returned."""
+        """One message from the agent side (the hub's thread): the stream it carries applied first, then a model
+        call forwarded on the hub's loop (`forward`) or handed to the model-call threads, any other call to this
+        job's thread (`CALL`), the outcome returned."""
         if self.watch.check(now):
             return self._limit_outcome(self.watch)
         kind = message.get("t")
