@@ -20,7 +20,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from harness_overhead import Server, drive  # noqa: E402  (the same workload server and driver)
 
-DEFAULT_CONCURRENCY = 4  # `qit bench run --concurrency`'s default (cli/bench_run.py)
+from qitos.cli.bench_run import DEFAULT_CONCURRENCY  # noqa: E402  (`qit bench run`'s own default)
 
 
 def scenario(latency: float, samples: int, levels: list[int], repeats: int, workdir: Path) -> dict[int, float]:

@@ -13,6 +13,8 @@ from .errors import EXIT_RUN_FAILED, UsageError, fail, user_errors
 from .options import (ApiKeyEnv, BaseUrl, ExtraBody, MaxRetries, MaxTokens, ModelName, ReasoningEffort, RequestTimeout,
                       SecretEnv, Seed, Temperature, ThinkTags, TopP, TraceLogdir, mark_secrets)
 
+DEFAULT_CONCURRENCY = 4  # tasks in flight when --concurrency is not given (benchmarks/concurrency.py compares to it)
+
 
 def _options(pairs: list[str], flags: dict[str, tuple[str, object]]) -> dict[str, str]:
     """`--option` pairs (one flag may carry several: see `multi`) plus the flags that set options
@@ -104,7 +106,7 @@ def run(
     user_request_timeout: Annotated[Optional[float], typer.Option("--user-request-timeout", help="simulated user's request timeout (default: the agent's)")] = None,
     user_max_retries: Annotated[Optional[int], typer.Option("--user-max-retries", help="simulated user's retries (default: the agent's)")] = None,
     user_extra_body: Annotated[Optional[str], typer.Option("--user-extra-body", metavar="JSON", help="JSON object merged into each simulated user request (default: none)")] = None,
-    concurrency: Annotated[int, typer.Option(help="tasks in flight")] = 4,
+    concurrency: Annotated[int, typer.Option(help="tasks in flight")] = DEFAULT_CONCURRENCY,
     trials: Annotated[int, typer.Option(help="trials per task (for pass^k)")] = 1,
     max_steps: Annotated[Optional[int], typer.Option(help="step budget per task")] = None,
     task_timeout: Annotated[Optional[float], typer.Option(help="seconds per task")] = None,

@@ -142,12 +142,12 @@ class _Job:
         job's thread (`CALL`), the outcome returned."""
         if self.watch.check(now):
             return self._limit_outcome(self.watch)
-        kind = message.get("t")
-        if kind in ("ops", "call", "done") and message.get("ops") and self.receiver is not None:
+        kind, ops = message.get("t"), message.get("ops")
+        if kind in ("ops", "call", "done") and ops and self.receiver is not None:
             # a call or the outcome carries the trace up to it (link._Outbox): written (one write per file) before
             # it is answered; with the outcome, the manifest is left to the final one `finish` writes next
             with self.lock, self.receiver.w.held(manifest_follows=kind == "done"):
-                for op in message.get("ops") or []:
+                for op in ops:
                     self.receiver.apply(op if isinstance(op, dict) else {})
         if kind == "ops" and self.receiver is not None:
             return None
